@@ -1,0 +1,70 @@
+/**
+ * Labels, annotations and taints that cross process boundaries. Each constant says who writes it
+ * and who reads it. All keys are prefixed with the driver name.
+ *
+ * @module
+ */
+import { DRIVER_NAME } from "../util/version.ts";
+
+/** Default namespace of Mountpoint Pods (controller flag `--mountpoint-namespace`). */
+export const DEFAULT_MOUNTPOINT_NAMESPACE = "mount-s3";
+
+/**
+ * Annotation `needs-unmount: "true"` on a Mountpoint Pod.
+ * Writer: controller, when the last workload left. Reader: node plugin's unmounter, which then
+ * writes `mount.exit`, unmounts the source and cleans credentials; the controller assigns no new
+ * workload to such a pod.
+ */
+export const ANNOTATION_NEEDS_UNMOUNT = `${DRIVER_NAME}/needs-unmount`;
+
+/**
+ * Annotation `no-new-workload: "true"` on a Mountpoint Pod.
+ * Writer: an operator (kubectl annotate). Reader: controller, which keeps existing workloads on the
+ * pod but assigns new ones to a new Mountpoint Pod (e.g. to roll a new engine version).
+ */
+export const ANNOTATION_NO_NEW_WORKLOAD = `${DRIVER_NAME}/no-new-workload`;
+
+/**
+ * Annotation with the PV name on a Mountpoint Pod (an annotation, not a label: PV names may be
+ * longer than the 63 characters a label value allows). Writer: controller. Reader: node plugin,
+ * operators.
+ */
+export const ANNOTATION_VOLUME_NAME = `${DRIVER_NAME}/volume-name`;
+
+/** Annotation with the PV's volume handle on a Mountpoint Pod. Writer: controller. Reader: node plugin (credential clean-up). */
+export const ANNOTATION_VOLUME_ID = `${DRIVER_NAME}/volume-id`;
+
+/** Annotation naming the S3PA a Mountpoint Pod belongs to. Writer: controller. Reader: controller, operators. */
+export const ANNOTATION_ATTACHMENT = `${DRIVER_NAME}/attachment`;
+
+/**
+ * Label with the driver version on Mountpoint Pods and S3PAs.
+ * Writer: controller. Reader: controller (version-aware sharing: a pod created by another driver
+ * version takes no new workloads).
+ */
+export const LABEL_DRIVER_VERSION = `${DRIVER_NAME}/mounted-by-csi-driver-version`;
+
+/** Label with the Mountpoint (engine) version on Mountpoint Pods. Writer: controller. Reader: operators. */
+export const LABEL_MOUNTPOINT_VERSION = `${DRIVER_NAME}/mountpoint-version`;
+
+/**
+ * Label `component: mountpoint-pod` marking Mountpoint Pods.
+ * Writer: controller. Reader: node plugin (its pod watch selects on it), kubelet emulator, operators.
+ */
+export const LABEL_COMPONENT = `${DRIVER_NAME}/component`;
+/** Value of {@link LABEL_COMPONENT} on Mountpoint Pods. */
+export const COMPONENT_MOUNTPOINT_POD = "mountpoint-pod";
+
+/** The string value used by boolean annotations. */
+export const TRUE = "true";
+
+/**
+ * Node taint removed by the node plugin once it is ready to publish volumes.
+ * Writer: the cluster operator (node bootstrap) adds it; node plugin removes it. Reader: scheduler.
+ */
+export const TAINT_AGENT_NOT_READY = `${DRIVER_NAME}/agent-not-ready`;
+
+/** True when the annotation `key` is set to "true" on an object's annotations. */
+export function isAnnotatedTrue(annotations: Readonly<Record<string, string>> | undefined, key: string): boolean {
+  return annotations?.[key] === TRUE;
+}

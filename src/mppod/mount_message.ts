@@ -1,0 +1,102 @@
+/**
+ * The message the node plugin sends to the mounter over {@link MOUNT_SOCK}: one `sendmsg` carrying
+ * this JSON as payload and exactly one FUSE fd as `SCM_RIGHTS`; the sender then closes the
+ * connection and the receiver reads to EOF. Field names match the upstream wire format
+ * (`bucketName`, `args`, `env`, `volumeId`) so either side can talk to an upstream peer.
+ *
+ * Writer: node plugin. Reader: mounter, which validates it with {@link parseMountMessage}.
+ *
+ * @module
+ */
+
+/** Largest accepted message (payload bytes). A bigger message is refused, not truncated. */
+export const MAX_MOUNT_MESSAGE_BYTES = 64 * 1024;
+
+/** FUSE engines the mounter can run. */
+export const ENGINES = ["mount-s3", "rclone"] as const;
+/** A FUSE engine name. */
+export type Engine = typeof ENGINES[number];
+
+/** Options + environment for one FUSE session. */
+export interface MountMessage {
+  /** Bucket to mount. */
+  readonly bucketName: string;
+  /** mount-s3 style options, each `--name` or `--name=value`, sorted. */
+  readonly args: readonly string[];
+  /** The engine's entire environment as `KEY=VALUE` strings (nothing is inherited). */
+  readonly env: readonly string[];
+  /** Volume handle, for logs and errors. */
+  readonly volumeId?: string;
+  /** Engine requested for this volume; the mounter's default when absent. */
+  readonly engine?: Engine;
+}
+
+/** A malformed or oversized mount message. */
+export class MountMessageError extends Error {
+  override name = "MountMessageError";
+}
+
+const ARG_REGEXP = /^--[a-z0-9][a-z0-9-]*(=[^\0\n]*)?$/;
+const ENV_REGEXP = /^[A-Za-z_][A-Za-z0-9_]*=[^\0]*$/;
+const BUCKET_REGEXP = /^[A-Za-z0-9][A-Za-z0-9._:-]{1,254}$/;
+
+/** Serialise a message for the wire. */
+export function encodeMountMessage(message: MountMessage): Uint8Array {
+  const bytes = new TextEncoder().encode(JSON.stringify(message));
+  if (bytes.length > MAX_MOUNT_MESSAGE_BYTES) {
+    throw new MountMessageError(`Mount message is ${bytes.length} bytes, more than the ${MAX_MOUNT_MESSAGE_BYTES} allowed`);
+  }
+  return bytes;
+}
+
+function stringArray(value: unknown, field: string, pattern: RegExp): string[] {
+  if (!Array.isArray(value)) throw new MountMessageError(`Mount message field "${field}" must be an array of strings`);
+  return value.map((v, i) => {
+    if (typeof v !== "string" || !pattern.test(v)) {
+      throw new MountMessageError(`Mount message field "${field}[${i}]" is malformed: ${JSON.stringify(v)?.slice(0, 80)}`);
+    }
+    return v;
+  });
+}
+
+/**
+ * Decode and validate a received payload.
+ * @throws {MountMessageError} when it is too big, not JSON, or a field is missing or malformed.
+ */
+export function parseMountMessage(bytes: Uint8Array): MountMessage {
+  if (bytes.length > MAX_MOUNT_MESSAGE_BYTES) {
+    throw new MountMessageError(`Mount message is larger than ${MAX_MOUNT_MESSAGE_BYTES} bytes`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch (err) {
+    throw new MountMessageError("Mount message is not valid UTF-8 JSON", { cause: err });
+  }
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+    throw new MountMessageError("Mount message must be a JSON object");
+  }
+  const o = raw as Record<string, unknown>;
+  const known = new Set(["bucketName", "args", "env", "volumeId", "engine"]);
+  const unknown = Object.keys(o).filter((k) => !known.has(k));
+  if (unknown.length) throw new MountMessageError(`Mount message has unknown fields: ${unknown.join(", ")}`);
+  if (typeof o.bucketName !== "string" || !BUCKET_REGEXP.test(o.bucketName)) {
+    throw new MountMessageError(`Mount message field "bucketName" is missing or not a valid bucket name`);
+  }
+  const message: { -readonly [K in keyof MountMessage]: MountMessage[K] } = {
+    bucketName: o.bucketName,
+    args: stringArray(o.args, "args", ARG_REGEXP),
+    env: stringArray(o.env, "env", ENV_REGEXP),
+  };
+  if (o.volumeId !== undefined) {
+    if (typeof o.volumeId !== "string") throw new MountMessageError(`Mount message field "volumeId" must be a string`);
+    message.volumeId = o.volumeId;
+  }
+  if (o.engine !== undefined) {
+    if (!ENGINES.includes(o.engine as Engine)) {
+      throw new MountMessageError(`Mount message field "engine" must be one of ${ENGINES.join(", ")}`);
+    }
+    message.engine = o.engine as Engine;
+  }
+  return message;
+}
