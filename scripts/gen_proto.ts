@@ -64,7 +64,10 @@ function doc(comment: string | null | undefined, indent = ""): string {
 
 function collect(ns: protobuf.NamespaceBase, out: protobuf.ReflectionObject[]): void {
   for (const obj of ns.nestedArray) {
-    if (obj instanceof protobuf.Type || obj instanceof protobuf.Enum || obj instanceof protobuf.Service) out.push(obj);
+    if (
+      obj instanceof protobuf.Type || obj instanceof protobuf.Enum ||
+      obj instanceof protobuf.Service
+    ) out.push(obj);
     if (obj instanceof protobuf.Namespace || obj instanceof protobuf.Type) collect(obj, out);
   }
 }
@@ -76,7 +79,9 @@ function emitTypes(root: protobuf.Root): string {
   for (const obj of objs) {
     if (obj instanceof protobuf.Enum) {
       const names = Object.keys(obj.values);
-      parts.push(`export type ${tsName(obj)} = ${names.map((n) => JSON.stringify(n)).join(" | ")};\n`);
+      parts.push(
+        `export type ${tsName(obj)} = ${names.map((n) => JSON.stringify(n)).join(" | ")};\n`,
+      );
       parts.push(
         `export const ${tsName(obj)}_VALUES = ${JSON.stringify(obj.values)} as const;\n`,
       );
@@ -88,7 +93,9 @@ function emitTypes(root: protobuf.Root): string {
       for (const o of obj.oneofsArray) {
         if (o.name.startsWith("_")) continue;
         lines.push(`  /** Name of the member of oneof \`${o.name}\` that is set. */`);
-        lines.push(`  ${camel(o.name)}?: ${o.oneof.map((n) => JSON.stringify(camel(n))).join(" | ")};`);
+        lines.push(
+          `  ${camel(o.name)}?: ${o.oneof.map((n) => JSON.stringify(camel(n))).join(" | ")};`,
+        );
       }
       lines.push("}\n");
       parts.push(lines.join("\n"));
@@ -100,7 +107,9 @@ function emitTypes(root: protobuf.Root): string {
         lines.push(`  ${lowerFirst(m.name)}(request: ${req}): Promise<${res}>;`);
       }
       lines.push("}\n");
-      const methods = obj.methodsArray.map((m) => `  ${lowerFirst(m.name)}: ${JSON.stringify(m.name)},`);
+      const methods = obj.methodsArray.map((m) =>
+        `  ${lowerFirst(m.name)}: ${JSON.stringify(m.name)},`
+      );
       lines.push(`export const ${obj.name}_METHODS = {\n${methods.join("\n")}\n} as const;\n`);
       parts.push(lines.join("\n"));
     }
@@ -119,7 +128,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = ${json};
 /** Load and resolve the CSI proto. */
 export function loadCsiProto(): protobuf.Root {
   const root = new protobuf.Root();
-  root.loadSync(PROTO, { keepCase: true, alternateCommentMode: true });
+  root.loadSync(PROTO, { keepCase: false, alternateCommentMode: true });
   root.resolveAll();
   return root;
 }

@@ -114,15 +114,26 @@ export const S3PA_SCHEMA = {
       properties: {
         nodeName: { ...str, minLength: 1, description: "Node of the workload Pods." },
         persistentVolumeName: { ...str, minLength: 1, description: "PersistentVolume name." },
-        volumeID: { ...str, minLength: 1, description: "CSI volume handle of the PersistentVolume." },
+        volumeID: {
+          ...str,
+          minLength: 1,
+          description: "CSI volume handle of the PersistentVolume.",
+        },
         mountOptions: { ...str, description: "PersistentVolume mountOptions joined with commas." },
-        workloadFSGroup: { ...str, pattern: "^[0-9]*$", description: "Workload fsGroup, or empty." },
+        workloadFSGroup: {
+          ...str,
+          pattern: "^[0-9]*$",
+          description: "Workload fsGroup, or empty.",
+        },
         authenticationSource: {
           ...str,
           enum: [...AUTHENTICATION_SOURCES],
           description: "Where S3 credentials come from: driver or secret (nodePublishSecretRef).",
         },
-        secretNamespace: { ...str, description: "Namespace of the nodePublishSecretRef (secret auth)." },
+        secretNamespace: {
+          ...str,
+          description: "Namespace of the nodePublishSecretRef (secret auth).",
+        },
         secretName: { ...str, description: "Name of the nodePublishSecretRef (secret auth)." },
         mountpointS3PodAttachments: {
           type: "object",
@@ -134,7 +145,11 @@ export const S3PA_SCHEMA = {
               required: ["workloadPodUID", "attachmentTime"],
               properties: {
                 workloadPodUID: { ...str, minLength: 1, description: "UID of the workload Pod." },
-                attachmentTime: { ...str, format: "date-time", description: "When it was attached (UTC)." },
+                attachmentTime: {
+                  ...str,
+                  format: "date-time",
+                  description: "When it was attached (UTC).",
+                },
               },
             },
           },
@@ -167,9 +182,24 @@ export function s3paCrd(): Record<string, unknown> {
           storage: true,
           schema: { openAPIV3Schema: S3PA_SCHEMA },
           additionalPrinterColumns: [
-            { name: "Node", type: "string", jsonPath: ".spec.nodeName", description: "Node of the workloads" },
-            { name: "PV Name", type: "string", jsonPath: ".spec.persistentVolumeName", description: "PersistentVolume" },
-            { name: "Mount Options", type: "string", jsonPath: ".spec.mountOptions", description: "Mount options" },
+            {
+              name: "Node",
+              type: "string",
+              jsonPath: ".spec.nodeName",
+              description: "Node of the workloads",
+            },
+            {
+              name: "PV Name",
+              type: "string",
+              jsonPath: ".spec.persistentVolumeName",
+              description: "PersistentVolume",
+            },
+            {
+              name: "Mount Options",
+              type: "string",
+              jsonPath: ".spec.mountOptions",
+              description: "Mount options",
+            },
             { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
           ],
           selectableFields: Object.values(S3PA_FIELDS).map((f) => ({ jsonPath: `.${f}` })),

@@ -34,7 +34,12 @@ function wrap<T>(client: Client, methods: Record<string, string>, timeoutMs: num
     ) => void;
     out[jsName] = (req) =>
       new Promise((resolve, reject) => {
-        fn.call(client, req, { deadline: new Date(Date.now() + timeoutMs) }, (err, res) => (err ? reject(err) : resolve(res)));
+        fn.call(
+          client,
+          req,
+          { deadline: new Date(Date.now() + timeoutMs) },
+          (err, res) => (err ? reject(err) : resolve(res)),
+        );
       });
   }
   return out as T;

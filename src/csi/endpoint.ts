@@ -11,16 +11,23 @@ export const MAX_SOCKET_PATH = 107;
 
 /** Parse a CSI endpoint into the socket's absolute path. @throws {ConfigError} */
 export function parseEndpoint(endpoint: string): string {
-  const m = /^unix:(?:\/\/)?(\/.*)$/.exec(endpoint.trim());
+  const text = endpoint.trim();
+  const m = text.startsWith("unix://")
+    ? /^unix:\/\/(\/.*)$/.exec(text)
+    : /^unix:(\/.*)$/.exec(text);
   if (!m) {
     throw new ConfigError(
       `endpoint must be a unix socket URL such as unix:///csi/csi.sock, got "${endpoint}"`,
     );
   }
   const path = m[1]!.replace(/\/+/g, "/");
-  if (path.endsWith("/")) throw new ConfigError(`endpoint "${endpoint}" names a directory, not a socket file`);
+  if (path.endsWith("/")) {
+    throw new ConfigError(`endpoint "${endpoint}" names a directory, not a socket file`);
+  }
   if (new TextEncoder().encode(path).length > MAX_SOCKET_PATH) {
-    throw new ConfigError(`endpoint path "${path}" is longer than ${MAX_SOCKET_PATH} bytes, the unix socket limit`);
+    throw new ConfigError(
+      `endpoint path "${path}" is longer than ${MAX_SOCKET_PATH} bytes, the unix socket limit`,
+    );
   }
   return path;
 }

@@ -7,12 +7,29 @@
  *
  * @module
  */
-import { status } from "@grpc/grpc-js";
-
-/** gRPC status codes used by CSI (re-exported so callers need not import grpc-js). */
-export const Code = status;
-/** A gRPC status code number. */
-export type Code = status;
+/**
+ * gRPC status codes (the numbers are fixed by the gRPC protocol). Defined here rather than imported
+ * from grpc-js so that pure code and its unit tests do not load the gRPC runtime.
+ */
+export enum Code {
+  OK = 0,
+  CANCELLED = 1,
+  UNKNOWN = 2,
+  INVALID_ARGUMENT = 3,
+  DEADLINE_EXCEEDED = 4,
+  NOT_FOUND = 5,
+  ALREADY_EXISTS = 6,
+  PERMISSION_DENIED = 7,
+  RESOURCE_EXHAUSTED = 8,
+  FAILED_PRECONDITION = 9,
+  ABORTED = 10,
+  OUT_OF_RANGE = 11,
+  UNIMPLEMENTED = 12,
+  INTERNAL = 13,
+  UNAVAILABLE = 14,
+  DATA_LOSS = 15,
+  UNAUTHENTICATED = 16,
+}
 
 /** An error with a gRPC status code. */
 export class CsiError extends Error {

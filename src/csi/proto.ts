@@ -5,7 +5,11 @@
  * @module
  */
 import { fromJSON, type Options } from "@grpc/proto-loader";
-import { loadPackageDefinition, type ServiceClientConstructor, type ServiceDefinition } from "@grpc/grpc-js";
+import {
+  loadPackageDefinition,
+  type ServiceClientConstructor,
+  type ServiceDefinition,
+} from "@grpc/grpc-js";
 import { CSI_DESCRIPTOR } from "./gen/csi_descriptor.ts";
 
 /**
@@ -31,7 +35,9 @@ interface CsiPackage {
 let cached: CsiPackage | undefined;
 
 function csiPackage(): CsiPackage {
-  cached ??= loadPackageDefinition(fromJSON(CSI_DESCRIPTOR as Parameters<typeof fromJSON>[0], LOADER_OPTIONS)) as unknown as CsiPackage;
+  cached ??= loadPackageDefinition(
+    fromJSON(CSI_DESCRIPTOR as Parameters<typeof fromJSON>[0], LOADER_OPTIONS),
+  ) as unknown as CsiPackage;
   return cached;
 }
 

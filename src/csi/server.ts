@@ -11,7 +11,14 @@
  *
  * @module
  */
-import { type sendUnaryData, Server, ServerCredentials, type ServerUnaryCall, type UntypedServiceImplementation } from "@grpc/grpc-js";
+import {
+  type sendUnaryData,
+  Server,
+  ServerCredentials,
+  type ServerUnaryCall,
+  type status as GrpcStatus,
+  type UntypedServiceImplementation,
+} from "@grpc/grpc-js";
 import { chmod, lstat, mkdir, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import { ConfigError } from "../util/errors.ts";
@@ -81,7 +88,11 @@ export class CsiServer {
     add("Controller", controller);
     add("Node", node);
     await new Promise<void>((resolve, reject) => {
-      server.bindAsync(`unix:${path}`, ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve()));
+      server.bindAsync(
+        `unix:${path}`,
+        ServerCredentials.createInsecure(),
+        (err) => (err ? reject(err) : resolve()),
+      );
     });
     await chmod(path, 0o700);
     this.#server = server;
@@ -130,7 +141,12 @@ export class CsiServer {
       this.#log.debug("Call {method}", { method, request: redact(call.request) });
       const finish = (code: string, error?: string) => {
         const seconds = (performance.now() - started) / 1000;
-        const fields = { method, code, durationMs: Math.round(seconds * 10000) / 10, ...(error ? { error } : {}) };
+        const fields = {
+          method,
+          code,
+          durationMs: Math.round(seconds * 10000) / 10,
+          ...(error ? { error } : {}),
+        };
         if (error) this.#log.warn("{method} failed with {code}: {error}", fields);
         else this.#log.info("{method} {code}", fields);
         this.#options.observe?.(method, code, seconds);
@@ -143,7 +159,7 @@ export class CsiServer {
         (err: unknown) => {
           const status = toStatus(err);
           finish(codeName(status.code), status.message);
-          callback({ code: status.code, details: status.message });
+          callback({ code: status.code as number as GrpcStatus, details: status.message });
         },
       );
     };
@@ -163,7 +179,9 @@ async function prepareSocketPath(path: string): Promise<void> {
     return;
   }
   if (!stat.isSocket()) {
-    throw new ConfigError(`Socket path "${path}" exists and is not a socket: remove it or choose another endpoint`);
+    throw new ConfigError(
+      `Socket path "${path}" exists and is not a socket: remove it or choose another endpoint`,
+    );
   }
   if (await socketAnswers(path)) {
     throw new ConfigError(`Socket "${path}" is in use by another process: stop it first`);

@@ -34,7 +34,9 @@ export function loadKubeConfig(env: EnvLookup = (n) => Deno.env.get(n)): LoadedK
     }
     const cluster = config.getCurrentCluster();
     if (!cluster) {
-      throw new ConfigError(`KUBECONFIG "${first}" has no current context with a cluster: set current-context`);
+      throw new ConfigError(
+        `KUBECONFIG "${first}" has no current context with a cluster: set current-context`,
+      );
     }
     return { config, source: `KUBECONFIG ${first}`, server: cluster.server };
   }
@@ -44,7 +46,11 @@ export function loadKubeConfig(env: EnvLookup = (n) => Deno.env.get(n)): LoadedK
     } catch (err) {
       throw new ConfigError(`In-cluster Kubernetes config cannot be loaded: ${errorMessage(err)}`);
     }
-    return { config, source: "in-cluster service account", server: config.getCurrentCluster()?.server ?? "" };
+    return {
+      config,
+      source: "in-cluster service account",
+      server: config.getCurrentCluster()?.server ?? "",
+    };
   }
   throw new ConfigError(
     "No Kubernetes API configuration: set KUBECONFIG to a kubeconfig file, or run inside a cluster",

@@ -65,6 +65,9 @@ export const TRUE = "true";
 export const TAINT_AGENT_NOT_READY = `${DRIVER_NAME}/agent-not-ready`;
 
 /** True when the annotation `key` is set to "true" on an object's annotations. */
-export function isAnnotatedTrue(annotations: Readonly<Record<string, string>> | undefined, key: string): boolean {
+export function isAnnotatedTrue(
+  annotations: Readonly<Record<string, string>> | undefined,
+  key: string,
+): boolean {
   return annotations?.[key] === TRUE;
 }

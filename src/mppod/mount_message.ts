@@ -44,16 +44,22 @@ const BUCKET_REGEXP = /^[A-Za-z0-9][A-Za-z0-9._:-]{1,254}$/;
 export function encodeMountMessage(message: MountMessage): Uint8Array {
   const bytes = new TextEncoder().encode(JSON.stringify(message));
   if (bytes.length > MAX_MOUNT_MESSAGE_BYTES) {
-    throw new MountMessageError(`Mount message is ${bytes.length} bytes, more than the ${MAX_MOUNT_MESSAGE_BYTES} allowed`);
+    throw new MountMessageError(
+      `Mount message is ${bytes.length} bytes, more than the ${MAX_MOUNT_MESSAGE_BYTES} allowed`,
+    );
   }
   return bytes;
 }
 
 function stringArray(value: unknown, field: string, pattern: RegExp): string[] {
-  if (!Array.isArray(value)) throw new MountMessageError(`Mount message field "${field}" must be an array of strings`);
+  if (!Array.isArray(value)) {
+    throw new MountMessageError(`Mount message field "${field}" must be an array of strings`);
+  }
   return value.map((v, i) => {
     if (typeof v !== "string" || !pattern.test(v)) {
-      throw new MountMessageError(`Mount message field "${field}[${i}]" is malformed: ${JSON.stringify(v)?.slice(0, 80)}`);
+      throw new MountMessageError(
+        `Mount message field "${field}[${i}]" is malformed: ${JSON.stringify(v)?.slice(0, 80)}`,
+      );
     }
     return v;
   });
@@ -79,9 +85,13 @@ export function parseMountMessage(bytes: Uint8Array): MountMessage {
   const o = raw as Record<string, unknown>;
   const known = new Set(["bucketName", "args", "env", "volumeId", "engine"]);
   const unknown = Object.keys(o).filter((k) => !known.has(k));
-  if (unknown.length) throw new MountMessageError(`Mount message has unknown fields: ${unknown.join(", ")}`);
+  if (unknown.length) {
+    throw new MountMessageError(`Mount message has unknown fields: ${unknown.join(", ")}`);
+  }
   if (typeof o.bucketName !== "string" || !BUCKET_REGEXP.test(o.bucketName)) {
-    throw new MountMessageError(`Mount message field "bucketName" is missing or not a valid bucket name`);
+    throw new MountMessageError(
+      `Mount message field "bucketName" is missing or not a valid bucket name`,
+    );
   }
   const message: { -readonly [K in keyof MountMessage]: MountMessage[K] } = {
     bucketName: o.bucketName,
@@ -89,12 +99,16 @@ export function parseMountMessage(bytes: Uint8Array): MountMessage {
     env: stringArray(o.env, "env", ENV_REGEXP),
   };
   if (o.volumeId !== undefined) {
-    if (typeof o.volumeId !== "string") throw new MountMessageError(`Mount message field "volumeId" must be a string`);
+    if (typeof o.volumeId !== "string") {
+      throw new MountMessageError(`Mount message field "volumeId" must be a string`);
+    }
     message.volumeId = o.volumeId;
   }
   if (o.engine !== undefined) {
     if (!ENGINES.includes(o.engine as Engine)) {
-      throw new MountMessageError(`Mount message field "engine" must be one of ${ENGINES.join(", ")}`);
+      throw new MountMessageError(
+        `Mount message field "engine" must be one of ${ENGINES.join(", ")}`,
+      );
     }
     message.engine = o.engine as Engine;
   }

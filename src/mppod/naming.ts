@@ -8,7 +8,9 @@ import { createHash } from "node:crypto";
 import type { S3paSpec } from "../api/mountpoint_s3_pod_attachment.ts";
 
 /** The fields of an S3PA spec that decide sharing (everything but the assignments). */
-export type SharingKey = Omit<S3paSpec, "mountpointS3PodAttachments"> & { readonly driverVersion: string };
+export type SharingKey = Omit<S3paSpec, "mountpointS3PodAttachments"> & {
+  readonly driverVersion: string;
+};
 
 function digest(text: string, hexChars: number): string {
   return createHash("sha256").update(text).digest("hex").slice(0, hexChars);

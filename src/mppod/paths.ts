@@ -42,7 +42,9 @@ export const CREDENTIALS_DIR = "credentials";
 
 /** Comm dir of a Mountpoint Pod as seen on the host, through the kubelet's emptyDir path. */
 export function hostCommDir(kubeletRoot: string, mpPodUID: string): string {
-  return `${trimSlash(kubeletRoot)}/pods/${mpPodUID}/volumes/kubernetes.io~empty-dir/${COMM_VOLUME_NAME}`;
+  return `${
+    trimSlash(kubeletRoot)
+  }/pods/${mpPodUID}/volumes/kubernetes.io~empty-dir/${COMM_VOLUME_NAME}`;
 }
 
 /** Directory under which the node plugin mounts one FUSE source per Mountpoint Pod. */
@@ -71,11 +73,17 @@ export function parseTargetPath(
   const root = trimSlash(kubeletRoot);
   if (!targetPath.startsWith(`${root}/pods/`)) return undefined;
   const rest = targetPath.slice(root.length + "/pods/".length).split("/");
-  if (rest.length !== 5 || rest[1] !== "volumes" || rest[2] !== "kubernetes.io~csi" || rest[4] !== "mount") {
+  if (
+    rest.length !== 5 || rest[1] !== "volumes" || rest[2] !== "kubernetes.io~csi" ||
+    rest[4] !== "mount"
+  ) {
     return undefined;
   }
   const [podUID, , , volumeName] = rest as [string, string, string, string];
-  if (!podUID || !volumeName || podUID === ".." || volumeName === ".." || podUID === "." || volumeName === ".") {
+  if (
+    !podUID || !volumeName || podUID === ".." || volumeName === ".." || podUID === "." ||
+    volumeName === "."
+  ) {
     return undefined;
   }
   return { podUID, volumeName };

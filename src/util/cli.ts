@@ -5,7 +5,13 @@
  *
  * @module
  */
-import { type ConfigResult, helpText, type OptionSpecs, parseConfig, type ParsedConfig } from "./config.ts";
+import {
+  type ConfigResult,
+  helpText,
+  type OptionSpecs,
+  parseConfig,
+  type ParsedConfig,
+} from "./config.ts";
 import { ConfigError, errorMessage, EXIT_CONFIG } from "./errors.ts";
 import { configureLogging, LOG_OPTIONS, logger } from "./log.ts";
 import { writeStderr, writeStdout } from "./stdio.ts";

@@ -44,12 +44,16 @@ type ValueOf<S extends OptionSpec> = S["type"] extends "boolean" ? boolean
 /** Parsed configuration: required or defaulted settings are present, others optional. */
 export type ParsedConfig<T extends OptionSpecs> =
   & {
-    -readonly [K in keyof T as T[K]["required"] extends true ? K : T[K]["default"] extends undefined ? never : K]:
-      ValueOf<T[K]>;
+    -readonly [
+      K in keyof T as T[K]["required"] extends true ? K : T[K]["default"] extends undefined ? never
+      : K
+    ]: ValueOf<T[K]>;
   }
   & {
-    -readonly [K in keyof T as T[K]["required"] extends true ? never : T[K]["default"] extends undefined ? K : never]?:
-      ValueOf<T[K]>;
+    -readonly [
+      K in keyof T as T[K]["required"] extends true ? never : T[K]["default"] extends undefined ? K
+      : never
+    ]?: ValueOf<T[K]>;
   };
 
 /** Outcome of {@link parseConfig}: either a request for help/version, or the settings. */
@@ -59,7 +63,12 @@ export type ConfigResult<T extends OptionSpecs> =
   | { readonly kind: "run"; readonly config: ParsedConfig<T> };
 
 const DURATION_REGEXP = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
-const DURATION_UNITS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const DURATION_UNITS: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
 
 /** Parse a duration such as `250ms`, `30s`, `2m` or `1h` into milliseconds. */
 export function parseDuration(text: string): number | undefined {
@@ -129,7 +138,9 @@ export function parseConfig<T extends OptionSpecs>(
   try {
     values = parseArgs({ args: [...args], options, strict: true, allowPositionals: false }).values;
   } catch (err) {
-    const msg = err instanceof Error ? err.message.split("\n")[0]!.replace(/\. To specify.*$/, "") : String(err);
+    const msg = err instanceof Error
+      ? err.message.split("\n")[0]!.replace(/\. To specify.*$/, "")
+      : String(err);
     throw new ConfigError(`${msg}; run with --help to list the valid flags`);
   }
   if (values.help) return { kind: "help" };
@@ -144,7 +155,9 @@ export function parseConfig<T extends OptionSpecs>(
     else value = spec.default;
     if (value === undefined) {
       if (spec.required) {
-        throw new ConfigError(`Missing required setting ${label(name, spec)}: set the flag or the environment variable`);
+        throw new ConfigError(
+          `Missing required setting ${label(name, spec)}: set the flag or the environment variable`,
+        );
       }
       continue;
     }
@@ -162,15 +175,26 @@ export function helpText(binary: string, summary: string, specs: OptionSpecs): s
     ["--version", "Print the version and exit"],
   ];
   for (const [name, spec] of Object.entries(specs)) {
-    const value = spec.type === "boolean" ? "" : spec.choices ? `=<${spec.choices.join("|")}>` : `=<${spec.type}>`;
+    const value = spec.type === "boolean"
+      ? ""
+      : spec.choices
+      ? `=<${spec.choices.join("|")}>`
+      : `=<${spec.type}>`;
     const extras: string[] = [];
     if (spec.env) extras.push(`env ${spec.env}`);
-    if (spec.default !== undefined && spec.default !== "") extras.push(`default ${formatDefault(spec)}`);
+    if (spec.default !== undefined && spec.default !== "") {
+      extras.push(`default ${formatDefault(spec)}`);
+    }
     if (spec.required) extras.push("required");
-    rows.push([`--${name}${value}`, `${spec.description}${extras.length ? ` [${extras.join(", ")}]` : ""}`]);
+    rows.push([
+      `--${name}${value}`,
+      `${spec.description}${extras.length ? ` [${extras.join(", ")}]` : ""}`,
+    ]);
   }
   const width = Math.min(40, Math.max(...rows.map(([f]) => f.length)) + 2);
-  const lines = rows.map(([f, d]) => `  ${f.padEnd(width)}${f.length >= width ? "\n  " + " ".repeat(width) : ""}${d}`);
+  const lines = rows.map(([f, d]) =>
+    `  ${f.padEnd(width)}${f.length >= width ? "\n  " + " ".repeat(width) : ""}${d}`
+  );
   return `${binary}: ${summary}\n\nUsage: ${binary} [flags]\n\nFlags:\n${lines.join("\n")}\n`;
 }
 

@@ -133,7 +133,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 1
         },
-        "vendor_version": {
+        "vendorVersion": {
          "type": "string",
          "id": 2
         },
@@ -161,7 +161,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
         "type": {
          "oneof": [
           "service",
-          "volume_expansion"
+          "volumeExpansion"
          ]
         }
        },
@@ -170,7 +170,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "Service",
          "id": 1
         },
-        "volume_expansion": {
+        "volumeExpansion": {
          "type": "VolumeExpansion",
          "id": 2
         }
@@ -231,11 +231,11 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 1
         },
-        "capacity_range": {
+        "capacityRange": {
          "type": "CapacityRange",
          "id": 2
         },
-        "volume_capabilities": {
+        "volumeCapabilities": {
          "rule": "repeated",
          "type": "VolumeCapability",
          "id": 3
@@ -250,15 +250,15 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 5
         },
-        "volume_content_source": {
+        "volumeContentSource": {
          "type": "VolumeContentSource",
          "id": 6
         },
-        "accessibility_requirements": {
+        "accessibilityRequirements": {
          "type": "TopologyRequirement",
          "id": 7
         },
-        "mutable_parameters": {
+        "mutableParameters": {
          "keyType": "string",
          "type": "string",
          "id": 8
@@ -287,7 +287,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
        "nested": {
         "SnapshotSource": {
          "fields": {
-          "snapshot_id": {
+          "snapshotId": {
            "type": "string",
            "id": 1
           }
@@ -295,7 +295,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
         },
         "VolumeSource": {
          "fields": {
-          "volume_id": {
+          "volumeId": {
            "type": "string",
            "id": 1
           }
@@ -313,7 +313,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "VolumeCapability": {
        "oneofs": {
-        "access_type": {
+        "accessType": {
          "oneof": [
           "block",
           "mount"
@@ -329,7 +329,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "MountVolume",
          "id": 2
         },
-        "access_mode": {
+        "accessMode": {
          "type": "AccessMode",
          "id": 3
         }
@@ -340,16 +340,16 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
         },
         "MountVolume": {
          "fields": {
-          "fs_type": {
+          "fsType": {
            "type": "string",
            "id": 1
           },
-          "mount_flags": {
+          "mountFlags": {
            "rule": "repeated",
            "type": "string",
            "id": 2
           },
-          "volume_mount_group": {
+          "volumeMountGroup": {
            "type": "string",
            "id": 3
           }
@@ -381,11 +381,11 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "CapacityRange": {
        "fields": {
-        "required_bytes": {
+        "requiredBytes": {
          "type": "int64",
          "id": 1
         },
-        "limit_bytes": {
+        "limitBytes": {
          "type": "int64",
          "id": 2
         }
@@ -393,24 +393,24 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "Volume": {
        "fields": {
-        "capacity_bytes": {
+        "capacityBytes": {
          "type": "int64",
          "id": 1
         },
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 2
         },
-        "volume_context": {
+        "volumeContext": {
          "keyType": "string",
          "type": "string",
          "id": 3
         },
-        "content_source": {
+        "contentSource": {
          "type": "VolumeContentSource",
          "id": 4
         },
-        "accessible_topology": {
+        "accessibleTopology": {
          "rule": "repeated",
          "type": "Topology",
          "id": 5
@@ -442,7 +442,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "DeleteVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
@@ -458,15 +458,15 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ControllerPublishVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "node_id": {
+        "nodeId": {
          "type": "string",
          "id": 2
         },
-        "volume_capability": {
+        "volumeCapability": {
          "type": "VolumeCapability",
          "id": 3
         },
@@ -479,7 +479,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 5
         },
-        "volume_context": {
+        "volumeContext": {
          "keyType": "string",
          "type": "string",
          "id": 6
@@ -488,7 +488,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ControllerPublishVolumeResponse": {
        "fields": {
-        "publish_context": {
+        "publishContext": {
          "keyType": "string",
          "type": "string",
          "id": 1
@@ -497,11 +497,11 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ControllerUnpublishVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "node_id": {
+        "nodeId": {
          "type": "string",
          "id": 2
         },
@@ -517,16 +517,16 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ValidateVolumeCapabilitiesRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "volume_context": {
+        "volumeContext": {
          "keyType": "string",
          "type": "string",
          "id": 2
         },
-        "volume_capabilities": {
+        "volumeCapabilities": {
          "rule": "repeated",
          "type": "VolumeCapability",
          "id": 3
@@ -541,7 +541,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 5
         },
-        "mutable_parameters": {
+        "mutableParameters": {
          "keyType": "string",
          "type": "string",
          "id": 6
@@ -562,12 +562,12 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
        "nested": {
         "Confirmed": {
          "fields": {
-          "volume_context": {
+          "volumeContext": {
            "keyType": "string",
            "type": "string",
            "id": 1
           },
-          "volume_capabilities": {
+          "volumeCapabilities": {
            "rule": "repeated",
            "type": "VolumeCapability",
            "id": 2
@@ -577,7 +577,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
            "type": "string",
            "id": 3
           },
-          "mutable_parameters": {
+          "mutableParameters": {
            "keyType": "string",
            "type": "string",
            "id": 4
@@ -588,11 +588,11 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ListVolumesRequest": {
        "fields": {
-        "max_entries": {
+        "maxEntries": {
          "type": "int32",
          "id": 1
         },
-        "starting_token": {
+        "startingToken": {
          "type": "string",
          "id": 2
         }
@@ -605,7 +605,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "Entry",
          "id": 1
         },
-        "next_token": {
+        "nextToken": {
          "type": "string",
          "id": 2
         }
@@ -613,12 +613,12 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
        "nested": {
         "VolumeStatus": {
          "fields": {
-          "published_node_ids": {
+          "publishedNodeIds": {
            "rule": "repeated",
            "type": "string",
            "id": 1
           },
-          "volume_condition": {
+          "volumeCondition": {
            "type": "VolumeCondition",
            "id": 2
           }
@@ -640,7 +640,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ControllerGetVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         }
@@ -660,12 +660,12 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
        "nested": {
         "VolumeStatus": {
          "fields": {
-          "published_node_ids": {
+          "publishedNodeIds": {
            "rule": "repeated",
            "type": "string",
            "id": 1
           },
-          "volume_condition": {
+          "volumeCondition": {
            "type": "VolumeCondition",
            "id": 2
           }
@@ -675,7 +675,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ControllerModifyVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
@@ -684,7 +684,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 2
         },
-        "mutable_parameters": {
+        "mutableParameters": {
          "keyType": "string",
          "type": "string",
          "id": 3
@@ -696,7 +696,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "GetCapacityRequest": {
        "fields": {
-        "volume_capabilities": {
+        "volumeCapabilities": {
          "rule": "repeated",
          "type": "VolumeCapability",
          "id": 1
@@ -706,7 +706,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 2
         },
-        "accessible_topology": {
+        "accessibleTopology": {
          "type": "Topology",
          "id": 3
         }
@@ -714,15 +714,15 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "GetCapacityResponse": {
        "fields": {
-        "available_capacity": {
+        "availableCapacity": {
          "type": "int64",
          "id": 1
         },
-        "maximum_volume_size": {
+        "maximumVolumeSize": {
          "type": ".google.protobuf.Int64Value",
          "id": 2
         },
-        "minimum_volume_size": {
+        "minimumVolumeSize": {
          "type": ".google.protobuf.Int64Value",
          "id": 3
         }
@@ -789,7 +789,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "CreateSnapshotRequest": {
        "fields": {
-        "source_volume_id": {
+        "sourceVolumeId": {
          "type": "string",
          "id": 1
         },
@@ -819,27 +819,27 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "Snapshot": {
        "fields": {
-        "size_bytes": {
+        "sizeBytes": {
          "type": "int64",
          "id": 1
         },
-        "snapshot_id": {
+        "snapshotId": {
          "type": "string",
          "id": 2
         },
-        "source_volume_id": {
+        "sourceVolumeId": {
          "type": "string",
          "id": 3
         },
-        "creation_time": {
+        "creationTime": {
          "type": ".google.protobuf.Timestamp",
          "id": 4
         },
-        "ready_to_use": {
+        "readyToUse": {
          "type": "bool",
          "id": 5
         },
-        "group_snapshot_id": {
+        "groupSnapshotId": {
          "type": "string",
          "id": 6
         }
@@ -847,7 +847,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "DeleteSnapshotRequest": {
        "fields": {
-        "snapshot_id": {
+        "snapshotId": {
          "type": "string",
          "id": 1
         },
@@ -863,19 +863,19 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ListSnapshotsRequest": {
        "fields": {
-        "max_entries": {
+        "maxEntries": {
          "type": "int32",
          "id": 1
         },
-        "starting_token": {
+        "startingToken": {
          "type": "string",
          "id": 2
         },
-        "source_volume_id": {
+        "sourceVolumeId": {
          "type": "string",
          "id": 3
         },
-        "snapshot_id": {
+        "snapshotId": {
          "type": "string",
          "id": 4
         },
@@ -893,7 +893,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "Entry",
          "id": 1
         },
-        "next_token": {
+        "nextToken": {
          "type": "string",
          "id": 2
         }
@@ -911,7 +911,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "GetSnapshotRequest": {
        "fields": {
-        "snapshot_id": {
+        "snapshotId": {
          "type": "string",
          "id": 1
         },
@@ -932,11 +932,11 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ControllerExpandVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "capacity_range": {
+        "capacityRange": {
          "type": "CapacityRange",
          "id": 2
         },
@@ -945,7 +945,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 3
         },
-        "volume_capability": {
+        "volumeCapability": {
          "type": "VolumeCapability",
          "id": 4
         }
@@ -953,11 +953,11 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "ControllerExpandVolumeResponse": {
        "fields": {
-        "capacity_bytes": {
+        "capacityBytes": {
          "type": "int64",
          "id": 1
         },
-        "node_expansion_required": {
+        "nodeExpansionRequired": {
          "type": "bool",
          "id": 2
         }
@@ -965,20 +965,20 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "NodeStageVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "publish_context": {
+        "publishContext": {
          "keyType": "string",
          "type": "string",
          "id": 2
         },
-        "staging_target_path": {
+        "stagingTargetPath": {
          "type": "string",
          "id": 3
         },
-        "volume_capability": {
+        "volumeCapability": {
          "type": "VolumeCapability",
          "id": 4
         },
@@ -987,7 +987,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 5
         },
-        "volume_context": {
+        "volumeContext": {
          "keyType": "string",
          "type": "string",
          "id": 6
@@ -999,11 +999,11 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "NodeUnstageVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "staging_target_path": {
+        "stagingTargetPath": {
          "type": "string",
          "id": 2
         }
@@ -1014,24 +1014,24 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "NodePublishVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "publish_context": {
+        "publishContext": {
          "keyType": "string",
          "type": "string",
          "id": 2
         },
-        "staging_target_path": {
+        "stagingTargetPath": {
          "type": "string",
          "id": 3
         },
-        "target_path": {
+        "targetPath": {
          "type": "string",
          "id": 4
         },
-        "volume_capability": {
+        "volumeCapability": {
          "type": "VolumeCapability",
          "id": 5
         },
@@ -1044,7 +1044,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "string",
          "id": 7
         },
-        "volume_context": {
+        "volumeContext": {
          "keyType": "string",
          "type": "string",
          "id": 8
@@ -1056,11 +1056,11 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "NodeUnpublishVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "target_path": {
+        "targetPath": {
          "type": "string",
          "id": 2
         }
@@ -1071,15 +1071,15 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "NodeGetVolumeStatsRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "volume_path": {
+        "volumePath": {
          "type": "string",
          "id": 2
         },
-        "staging_target_path": {
+        "stagingTargetPath": {
          "type": "string",
          "id": 3
         }
@@ -1092,7 +1092,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
          "type": "VolumeUsage",
          "id": 1
         },
-        "volume_condition": {
+        "volumeCondition": {
          "type": "VolumeCondition",
          "id": 2
         }
@@ -1194,15 +1194,15 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "NodeGetInfoResponse": {
        "fields": {
-        "node_id": {
+        "nodeId": {
          "type": "string",
          "id": 1
         },
-        "max_volumes_per_node": {
+        "maxVolumesPerNode": {
          "type": "int64",
          "id": 2
         },
-        "accessible_topology": {
+        "accessibleTopology": {
          "type": "Topology",
          "id": 3
         }
@@ -1210,23 +1210,23 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "NodeExpandVolumeRequest": {
        "fields": {
-        "volume_id": {
+        "volumeId": {
          "type": "string",
          "id": 1
         },
-        "volume_path": {
+        "volumePath": {
          "type": "string",
          "id": 2
         },
-        "capacity_range": {
+        "capacityRange": {
          "type": "CapacityRange",
          "id": 3
         },
-        "staging_target_path": {
+        "stagingTargetPath": {
          "type": "string",
          "id": 4
         },
-        "volume_capability": {
+        "volumeCapability": {
          "type": "VolumeCapability",
          "id": 5
         },
@@ -1239,7 +1239,7 @@ export const CSI_DESCRIPTOR: Record<string, unknown> = {
       },
       "NodeExpandVolumeResponse": {
        "fields": {
-        "capacity_bytes": {
+        "capacityBytes": {
          "type": "int64",
          "id": 1
         }

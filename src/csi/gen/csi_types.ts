@@ -153,7 +153,7 @@ export interface VolumeCapability {
   block?: VolumeCapability_BlockVolume | null;
   mount?: VolumeCapability_MountVolume | null;
   accessMode?: VolumeCapability_AccessMode | null;
-  /** Name of the member of oneof `access_type` that is set. */
+  /** Name of the member of oneof `accessType` that is set. */
   accessType?: "block" | "mount";
 }
 

@@ -1,0 +1,32 @@
+import assert from "node:assert/strict";
+import {
+  Code,
+  codeName,
+  CsiError,
+  failedPrecondition,
+  invalidArgument,
+  notFound,
+  toStatus,
+  unimplemented,
+} from "./errors.ts";
+
+Deno.test("toStatus() keeps CSI codes and maps other errors to INTERNAL", () => {
+  assert.deepEqual(toStatus(invalidArgument("Volume ID not provided")), {
+    code: Code.INVALID_ARGUMENT,
+    message: "Volume ID not provided",
+  });
+  assert.equal(toStatus(notFound("x")).code, Code.NOT_FOUND);
+  assert.equal(toStatus(failedPrecondition("x")).code, Code.FAILED_PRECONDITION);
+  assert.equal(toStatus(unimplemented("NodeStageVolume")).code, Code.UNIMPLEMENTED);
+  assert.deepEqual(toStatus(new TypeError("boom")), {
+    code: Code.INTERNAL,
+    message: "Internal error: boom",
+  });
+  assert.deepEqual(toStatus("weird"), { code: Code.INTERNAL, message: "Internal error: weird" });
+});
+
+Deno.test("codeName() names gRPC codes", () => {
+  assert.equal(codeName(Code.OK), "OK");
+  assert.equal(codeName(Code.INVALID_ARGUMENT), "INVALID_ARGUMENT");
+  assert.equal(new CsiError(Code.ABORTED, "x").name, "CsiError");
+});

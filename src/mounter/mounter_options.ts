@@ -1,0 +1,36 @@
+/**
+ * Settings of the mounter (`s3-csi-mounter`), the entrypoint of Mountpoint Pods.
+ *
+ * @module
+ */
+import type { OptionSpecs } from "../util/config.ts";
+import { COMM_DIR } from "../mppod/paths.ts";
+
+/** Engine choices: `auto` picks mount-s3 when it is on PATH, else rclone. */
+export const ENGINE_CHOICES = ["auto", "mount-s3", "rclone"] as const;
+
+/** Mounter settings. */
+export const MOUNTER_OPTIONS = {
+  "comm-dir": {
+    type: "string",
+    env: "MOUNTER_COMM_DIR",
+    default: COMM_DIR,
+    description: "Directory shared with the node plugin (mount.sock, mount.exit, mount.error)",
+    validate: (
+      v: string,
+    ) => (v.startsWith("/") ? undefined : `must be an absolute path, got "${v}"`),
+  },
+  "receive-timeout": {
+    type: "duration",
+    env: "MOUNTER_RECEIVE_TIMEOUT",
+    default: 120_000,
+    description: "How long to wait for the node plugin's mount message",
+  },
+  engine: {
+    type: "string",
+    env: "MOUNTER_ENGINE",
+    default: "auto",
+    choices: ENGINE_CHOICES,
+    description: "FUSE engine to run (a volume may override it)",
+  },
+} as const satisfies OptionSpecs;

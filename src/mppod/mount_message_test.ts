@@ -1,0 +1,52 @@
+import assert from "node:assert/strict";
+import {
+  encodeMountMessage,
+  MAX_MOUNT_MESSAGE_BYTES,
+  type MountMessage,
+  MountMessageError,
+  parseMountMessage,
+} from "./mount_message.ts";
+
+const enc = (v: unknown) => new TextEncoder().encode(typeof v === "string" ? v : JSON.stringify(v));
+
+Deno.test("encodeMountMessage() and parseMountMessage() round-trip", () => {
+  const msg: MountMessage = {
+    bucketName: "my-bucket",
+    args: ["--allow-delete", "--region=us-east-1"],
+    env: ["AWS_REGION=us-east-1", "AWS_CONFIG_FILE=/comm/credentials/c"],
+    volumeId: "vol-1",
+    engine: "rclone",
+  };
+  assert.deepEqual(parseMountMessage(encodeMountMessage(msg)), msg);
+});
+
+Deno.test("parseMountMessage() rejects malformed input with a clear error", async (t) => {
+  const ok = { bucketName: "b1", args: [], env: [] };
+  const cases: [string, Uint8Array, RegExp][] = [
+    ["not json", enc("{nope"), /not valid UTF-8 JSON/],
+    ["invalid utf-8", new Uint8Array([0xff, 0xfe]), /not valid UTF-8 JSON/],
+    ["array", enc([1]), /must be a JSON object/],
+    ["missing bucket", enc({ args: [], env: [] }), /bucketName/],
+    ["bad bucket", enc({ ...ok, bucketName: "../etc" }), /bucketName/],
+    ["args not array", enc({ ...ok, args: "--x" }), /"args" must be an array/],
+    ["arg without dashes", enc({ ...ok, args: ["foreground"] }), /args\[0\]/],
+    ["arg with newline", enc({ ...ok, args: ["--a=b\nc"] }), /args\[0\]/],
+    ["env malformed", enc({ ...ok, env: ["NOEQUALS"] }), /env\[0\]/],
+    ["unknown engine", enc({ ...ok, engine: "s3fs" }), /"engine" must be one of mount-s3, rclone/],
+    ["unknown field", enc({ ...ok, fd: 3 }), /unknown fields: fd/],
+    ["oversize", new Uint8Array(MAX_MOUNT_MESSAGE_BYTES + 1), /larger than/],
+  ];
+  for (const [name, bytes, pattern] of cases) {
+    await t.step(name, () => {
+      assert.throws(
+        () => parseMountMessage(bytes),
+        (e: unknown) => e instanceof MountMessageError && pattern.test(e.message),
+      );
+    });
+  }
+});
+
+Deno.test("encodeMountMessage() refuses an oversized message", () => {
+  const env = Array.from({ length: 2000 }, (_, i) => `K${i}=${"v".repeat(40)}`);
+  assert.throws(() => encodeMountMessage({ bucketName: "b1", args: [], env }), MountMessageError);
+});

@@ -1,0 +1,155 @@
+/**
+ * Helpers for tests that run real processes: temp dirs, spawning our binaries from source,
+ * bounded waits, and a dummy kubeconfig for binaries that need one but do not call the API.
+ *
+ * @module
+ */
+import { fileURLToPath } from "node:url";
+
+/** Repository root (absolute, with trailing slash). */
+export const ROOT = fileURLToPath(new URL("../", import.meta.url));
+
+/** Entrypoints of the three binaries. */
+export const ENTRYPOINTS = {
+  node: `${ROOT}src/cmd/node/main.ts`,
+  controller: `${ROOT}src/cmd/controller/main.ts`,
+  mounter: `${ROOT}src/cmd/mounter/main.ts`,
+} as const;
+
+/** Make a temp dir removed by the returned disposer. */
+export async function tempDir(prefix = "s3csi-test-"): Promise<{ path: string } & AsyncDisposable> {
+  const path = await Deno.makeTempDir({ prefix });
+  return {
+    path,
+    [Symbol.asyncDispose]: () => Deno.remove(path, { recursive: true }).catch(() => {}),
+  };
+}
+
+/** Poll `check` every `intervalMs` until it returns a truthy value or `timeoutMs` passes. */
+export async function waitFor<T>(
+  what: string,
+  check: () => T | Promise<T>,
+  { timeoutMs = 10_000, intervalMs = 20 } = {},
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > deadline) {
+      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+/** Write a kubeconfig that points at an address nothing listens on; for binaries that only load it. */
+export async function writeDummyKubeconfig(dir: string): Promise<string> {
+  const path = `${dir}/kubeconfig`;
+  await Deno.writeTextFile(
+    path,
+    `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: dummy}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`,
+  );
+  return path;
+}
+
+/** A running child process with its output collected. */
+export interface Running {
+  readonly child: Deno.ChildProcess;
+  /** Everything written to stderr so far. */
+  stderr(): string;
+  /** Everything written to stdout so far. */
+  stdout(): string;
+  /** Send `signal` and wait (bounded) for exit; returns the exit code. */
+  stop(signal?: Deno.Signal, timeoutMs?: number): Promise<number>;
+}
+
+/** Start a process, collecting stdout and stderr. */
+export function spawn(
+  cmd: string,
+  args: string[],
+  options: { env?: Record<string, string>; cwd?: string } = {},
+): Running {
+  const child = new Deno.Command(cmd, {
+    args,
+    env: options.env ?? {},
+    ...(options.cwd ? { cwd: options.cwd } : {}),
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const out = { stdout: "", stderr: "" };
+  const pump = async (stream: ReadableStream<Uint8Array>, key: "stdout" | "stderr") => {
+    const decoder = new TextDecoder();
+    for await (const chunk of stream) out[key] += decoder.decode(chunk, { stream: true });
+  };
+  const pumps = Promise.all([pump(child.stdout, "stdout"), pump(child.stderr, "stderr")]);
+  let exited: Promise<number> | undefined;
+  const status = () => (exited ??= child.status.then(async (s) => (await pumps, s.code)));
+  return {
+    child,
+    stderr: () => out.stderr,
+    stdout: () => out.stdout,
+    async stop(signal: Deno.Signal = "SIGTERM", timeoutMs = 10_000) {
+      try {
+        child.kill(signal);
+      } catch { /* already exited */ }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise<number>((_, reject) => {
+        timer = setTimeout(() => {
+          try {
+            child.kill("SIGKILL");
+          } catch { /* gone */ }
+          reject(new Error(`process did not exit within ${timeoutMs} ms of ${signal}`));
+        }, timeoutMs);
+      });
+      try {
+        return await Promise.race([status(), timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+/** Run one of our binaries from source (`deno run -A`). */
+export function spawnBinary(
+  name: keyof typeof ENTRYPOINTS,
+  args: string[],
+  env: Record<string, string> = {},
+): Running {
+  return spawn(Deno.execPath(), ["run", "-A", "--quiet", ENTRYPOINTS[name], ...args], {
+    env: {
+      PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+      HOME: Deno.env.get("HOME") ?? "/root",
+      ...env,
+    },
+  });
+}
+
+/** Run a command to completion and return exit code and output. */
+export async function runToEnd(
+  cmd: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const r = await new Deno.Command(cmd, {
+    args,
+    env,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const d = new TextDecoder();
+  return { code: r.code, stdout: d.decode(r.stdout), stderr: d.decode(r.stderr) };
+}
+
+/** True when `path` exists. */
+export async function exists(path: string): Promise<boolean> {
+  return await Deno.lstat(path).then(() => true, () => false);
+}
