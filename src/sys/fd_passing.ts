@@ -195,6 +195,10 @@ export async function receiveWithFds(
           `Control data was truncated (more than ${maxFds} fds sent); the lost fds are closed`,
         );
       }
+      if (fds.length > maxFds) {
+        // CMSG_SPACE padding can leave room for one more fd than asked for.
+        throw new FdPassingError("fd-count", `Received more than ${maxFds} fds`);
+      }
       if (n === 0) break;
       total += n;
       if (total > options.maxBytes) {
