@@ -1,0 +1,91 @@
+/**
+ * The API resources this project reads and writes, and how their REST paths are built.
+ *
+ * @module
+ */
+import { GROUP, VERSION } from "../api/group_version.ts";
+import { S3PA_KIND, S3PA_PLURAL } from "../api/mountpoint_s3_pod_attachment.ts";
+
+/** A REST resource type. */
+export interface Resource {
+  /** API group; "" for the core group. */
+  readonly group: string;
+  readonly version: string;
+  /** Plural resource name, the URL segment. */
+  readonly plural: string;
+  readonly kind: string;
+  readonly namespaced: boolean;
+}
+
+/** `apiVersion` of a resource's objects. */
+export function apiVersionOf(r: Resource): string {
+  return r.group ? `${r.group}/${r.version}` : r.version;
+}
+
+/** Collection path; `namespace` undefined on a namespaced resource means all namespaces. */
+export function collectionPath(r: Resource, namespace?: string): string {
+  const base = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
+  if (r.namespaced && namespace) {
+    return `${base}/namespaces/${encodeURIComponent(namespace)}/${r.plural}`;
+  }
+  return `${base}/${r.plural}`;
+}
+
+/** Item path. */
+export function itemPath(
+  r: Resource,
+  name: string,
+  namespace?: string,
+  subresource?: string,
+): string {
+  if (r.namespaced && !namespace) throw new Error(`${r.kind} "${name}" needs a namespace`);
+  const path = `${collectionPath(r, namespace)}/${encodeURIComponent(name)}`;
+  return subresource ? `${path}/${subresource}` : path;
+}
+
+const core = (plural: string, kind: string, namespaced: boolean): Resource => ({
+  group: "",
+  version: "v1",
+  plural,
+  kind,
+  namespaced,
+});
+
+/** Pods. */
+export const PODS = core("pods", "Pod", true);
+/** PersistentVolumes. */
+export const PVS = core("persistentvolumes", "PersistentVolume", false);
+/** PersistentVolumeClaims. */
+export const PVCS = core("persistentvolumeclaims", "PersistentVolumeClaim", true);
+/** Nodes. */
+export const NODES = core("nodes", "Node", false);
+/** Secrets. */
+export const SECRETS = core("secrets", "Secret", true);
+/** Namespaces. */
+export const NAMESPACES = core("namespaces", "Namespace", false);
+/** core/v1 Events. */
+export const EVENTS = core("events", "Event", true);
+/** Leases (leader election). */
+export const LEASES: Resource = {
+  group: "coordination.k8s.io",
+  version: "v1",
+  plural: "leases",
+  kind: "Lease",
+  namespaced: true,
+};
+/** StorageClasses. */
+export const STORAGE_CLASSES: Resource = {
+  group: "storage.k8s.io",
+  version: "v1",
+  plural: "storageclasses",
+  kind: "StorageClass",
+  namespaced: false,
+};
+/** Our MountpointS3PodAttachments. */
+export const S3PAS: Resource = {
+  group: GROUP,
+  version: VERSION,
+  plural: S3PA_PLURAL,
+  kind: S3PA_KIND,
+  namespaced: false,
+};

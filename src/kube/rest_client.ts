@@ -1,0 +1,329 @@
+/**
+ * {@link KubeClient} over the Kubernetes REST API, authenticated from a client-node `KubeConfig`
+ * (token, client certificate, CA or skip-verify, exec plugins) and sent with undici.
+ *
+ * One connection pool is reused for every call; credentials are re-read every
+ * {@link AUTH_REFRESH_MS} so rotated service-account tokens are picked up.
+ *
+ * @module
+ */
+import { HttpMethod, type KubeConfig, RequestContext } from "@kubernetes/client-node";
+import { type Dispatcher, fetch } from "undici";
+import type {
+  CallOptions,
+  DeleteOptions,
+  KubeClient,
+  KubeObject,
+  ListOptions,
+  ListResult,
+  PatchType,
+  WatchEvent,
+} from "./client.ts";
+import { apiErrorFrom, GoneError } from "./errors.ts";
+import { apiVersionOf, collectionPath, itemPath, type Resource } from "./resources.ts";
+
+/** How often credentials (token files, exec plugins) are re-applied. */
+export const AUTH_REFRESH_MS = 60_000;
+
+const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
+  merge: "application/merge-patch+json",
+  json: "application/json-patch+json",
+  strategic: "application/strategic-merge-patch+json",
+  apply: "application/apply-patch+yaml",
+};
+
+interface Auth {
+  readonly headers: Record<string, string>;
+  readonly dispatcher: Dispatcher | undefined;
+  readonly at: number;
+}
+
+/** Counts of requests by verb, for metrics and benchmarks. */
+export type RequestCounts = Record<string, number>;
+
+/** A {@link KubeClient} talking to a real API server. */
+export class RestKubeClient implements KubeClient {
+  readonly #config: KubeConfig;
+  readonly #server: string;
+  readonly #userAgent: string;
+  #auth: Promise<Auth> | undefined;
+  /** Requests sent, by verb (GET, LIST, WATCH, POST, PUT, PATCH, DELETE). */
+  readonly counts: RequestCounts = {};
+
+  /** Create a client for the current context of `config`. */
+  constructor(config: KubeConfig, options: { userAgent?: string } = {}) {
+    this.#config = config;
+    const cluster = config.getCurrentCluster();
+    if (!cluster) throw new Error("Kubeconfig has no current cluster");
+    this.#server = cluster.server.replace(/\/+$/, "");
+    this.#userAgent = options.userAgent ?? "s3-csi";
+  }
+
+  async #authenticate(): Promise<Auth> {
+    const cached = this.#auth ? await this.#auth : undefined;
+    if (cached && Date.now() - cached.at < AUTH_REFRESH_MS) return cached;
+    this.#auth = (async () => {
+      const ctx = new RequestContext(this.#server, HttpMethod.GET);
+      await this.#config.applySecurityAuthentication(ctx);
+      const headers: Record<string, string> = { ...ctx.getHeaders() };
+      return {
+        headers,
+        dispatcher: (cached?.dispatcher ?? ctx.getDispatcher()) as Dispatcher | undefined,
+        at: Date.now(),
+      };
+    })();
+    return await this.#auth;
+  }
+
+  async #request(
+    verb: string,
+    method: string,
+    path: string,
+    opts: {
+      query?: Record<string, string | undefined>;
+      body?: unknown;
+      contentType?: string;
+      signal?: AbortSignal | undefined;
+    },
+  ) {
+    const auth = await this.#authenticate();
+    const url = new URL(this.#server + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) {
+      if (v !== undefined) url.searchParams.set(k, v);
+    }
+    this.counts[verb] = (this.counts[verb] ?? 0) + 1;
+    const headers: Record<string, string> = {
+      ...auth.headers,
+      accept: "application/json",
+      "user-agent": this.#userAgent,
+    };
+    let body: string | undefined;
+    if (opts.body !== undefined) {
+      headers["content-type"] = opts.contentType ?? "application/json";
+      body = JSON.stringify(opts.body);
+    }
+    return await fetch(url, {
+      method,
+      headers,
+      ...(body !== undefined ? { body } : {}),
+      ...(auth.dispatcher ? { dispatcher: auth.dispatcher } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+  }
+
+  async #json<T>(what: string, response: Awaited<ReturnType<typeof fetch>>): Promise<T> {
+    const text = await response.text();
+    let body: unknown;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = { message: text.slice(0, 300) };
+    }
+    if (!response.ok) throw apiErrorFrom(response.status, body, what);
+    return body as T;
+  }
+
+  /** @inheritdoc */
+  async get<T extends KubeObject>(
+    r: Resource,
+    name: string,
+    namespace?: string,
+    opts: CallOptions = {},
+  ) {
+    const res = await this.#request("GET", "GET", itemPath(r, name, namespace), {
+      signal: opts.signal,
+    });
+    if (res.status === 404) {
+      await res.body?.cancel();
+      return undefined;
+    }
+    return await this.#json<T>(`get ${r.kind} ${name}`, res);
+  }
+
+  /** @inheritdoc */
+  async list<T extends KubeObject>(
+    r: Resource,
+    opts: ListOptions & CallOptions = {},
+  ): Promise<ListResult<T>> {
+    const items: T[] = [];
+    let cont: string | undefined;
+    let resourceVersion = "";
+    do {
+      const res = await this.#request("LIST", "GET", collectionPath(r, opts.namespace), {
+        query: {
+          labelSelector: opts.labelSelector,
+          fieldSelector: opts.fieldSelector,
+          limit: opts.limit ? String(opts.limit) : undefined,
+          continue: cont,
+        },
+        signal: opts.signal,
+      });
+      const page = await this.#json<
+        { items?: T[]; metadata?: { resourceVersion?: string; continue?: string } }
+      >(
+        `list ${r.plural}`,
+        res,
+      );
+      for (const item of page.items ?? []) {
+        item.apiVersion ??= apiVersionOf(r);
+        item.kind ??= r.kind;
+        items.push(item);
+      }
+      resourceVersion = page.metadata?.resourceVersion ?? resourceVersion;
+      cont = page.metadata?.continue || undefined;
+    } while (cont);
+    return { items, resourceVersion };
+  }
+
+  /** @inheritdoc */
+  async create<T extends KubeObject>(
+    r: Resource,
+    obj: T,
+    opts: CallOptions & { fieldManager?: string } = {},
+  ) {
+    const body = { apiVersion: apiVersionOf(r), kind: r.kind, ...obj };
+    const res = await this.#request("POST", "POST", collectionPath(r, obj.metadata?.namespace), {
+      body,
+      query: { fieldManager: opts.fieldManager },
+      signal: opts.signal,
+    });
+    return await this.#json<T>(
+      `create ${r.kind} ${obj.metadata?.name ?? obj.metadata?.generateName ?? ""}`,
+      res,
+    );
+  }
+
+  /** @inheritdoc */
+  async update<T extends KubeObject>(
+    r: Resource,
+    obj: T,
+    opts: CallOptions & { subresource?: "status" } = {},
+  ) {
+    const name = obj.metadata?.name ?? "";
+    const res = await this.#request(
+      "PUT",
+      "PUT",
+      itemPath(r, name, obj.metadata?.namespace, opts.subresource),
+      {
+        body: { apiVersion: apiVersionOf(r), kind: r.kind, ...obj },
+        signal: opts.signal,
+      },
+    );
+    return await this.#json<T>(`update ${r.kind} ${name}`, res);
+  }
+
+  /** @inheritdoc */
+  async patch<T extends KubeObject>(
+    r: Resource,
+    name: string,
+    namespace: string | undefined,
+    patch: unknown,
+    opts: CallOptions & {
+      type?: PatchType;
+      fieldManager?: string;
+      force?: boolean;
+      subresource?: "status";
+    } = {},
+  ) {
+    const type = opts.type ?? "merge";
+    const res = await this.#request(
+      "PATCH",
+      "PATCH",
+      itemPath(r, name, namespace, opts.subresource),
+      {
+        body: patch,
+        contentType: PATCH_CONTENT_TYPES[type],
+        query: {
+          fieldManager: opts.fieldManager,
+          force: opts.force === undefined ? undefined : String(opts.force),
+        },
+        signal: opts.signal,
+      },
+    );
+    return await this.#json<T>(`patch ${r.kind} ${name}`, res);
+  }
+
+  /** @inheritdoc */
+  async delete(
+    r: Resource,
+    name: string,
+    namespace?: string,
+    opts: CallOptions & DeleteOptions = {},
+  ) {
+    const body: Record<string, unknown> = { kind: "DeleteOptions", apiVersion: "v1" };
+    if (opts.preconditions) body.preconditions = opts.preconditions;
+    if (opts.gracePeriodSeconds !== undefined) body.gracePeriodSeconds = opts.gracePeriodSeconds;
+    if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
+    const res = await this.#request("DELETE", "DELETE", itemPath(r, name, namespace), {
+      body,
+      signal: opts.signal,
+    });
+    if (res.status === 404) {
+      await res.body?.cancel();
+      return false;
+    }
+    await this.#json(`delete ${r.kind} ${name}`, res);
+    return true;
+  }
+
+  /** @inheritdoc */
+  async watch<T extends KubeObject>(
+    r: Resource,
+    opts: ListOptions & CallOptions & { resourceVersion: string; timeoutSeconds?: number },
+    onEvent: (event: WatchEvent<T>) => void,
+  ): Promise<void> {
+    const res = await this.#request("WATCH", "GET", collectionPath(r, opts.namespace), {
+      query: {
+        watch: "true",
+        resourceVersion: opts.resourceVersion || undefined,
+        allowWatchBookmarks: "true",
+        labelSelector: opts.labelSelector,
+        fieldSelector: opts.fieldSelector,
+        timeoutSeconds: String(opts.timeoutSeconds ?? 300),
+      },
+      signal: opts.signal,
+    }).catch((err) => {
+      if (opts.signal?.aborted) return undefined;
+      throw err;
+    });
+    if (!res) return;
+    if (!res.ok) {
+      await this.#json(`watch ${r.plural}`, res);
+      return;
+    }
+    if (!res.body) return;
+    const decoder = new TextDecoder();
+    let buffer = "";
+    try {
+      for await (const chunk of res.body) {
+        buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+        let nl: number;
+        while ((nl = buffer.indexOf("\n")) >= 0) {
+          const line = buffer.slice(0, nl).trim();
+          buffer = buffer.slice(nl + 1);
+          if (!line) continue;
+          const event = JSON.parse(line) as WatchEvent<T>;
+          if (event.type === "ERROR") {
+            const status = event.object as unknown as {
+              code?: number;
+              reason?: string;
+              message?: string;
+            };
+            if (status.code === 410) {
+              throw new GoneError(
+                410,
+                status.reason ?? "Expired",
+                status.message ?? "too old resource version",
+              );
+            }
+            throw apiErrorFrom(status.code ?? 500, status, `watch ${r.plural}`);
+          }
+          onEvent(event);
+        }
+      }
+    } catch (err) {
+      if (opts.signal?.aborted) return;
+      throw err;
+    }
+  }
+}
