@@ -129,7 +129,7 @@ export class RestKubeClient implements KubeClient {
     name: string,
     namespace?: string,
     opts: CallOptions = {},
-  ) {
+  ): Promise<T | undefined> {
     const res = await this.#request("GET", "GET", itemPath(r, name, namespace), {
       signal: opts.signal,
     });
@@ -180,7 +180,7 @@ export class RestKubeClient implements KubeClient {
     r: Resource,
     obj: T,
     opts: CallOptions & { fieldManager?: string } = {},
-  ) {
+  ): Promise<T> {
     const body = { apiVersion: apiVersionOf(r), kind: r.kind, ...obj };
     const res = await this.#request("POST", "POST", collectionPath(r, obj.metadata?.namespace), {
       body,
@@ -198,7 +198,7 @@ export class RestKubeClient implements KubeClient {
     r: Resource,
     obj: T,
     opts: CallOptions & { subresource?: "status" } = {},
-  ) {
+  ): Promise<T> {
     const name = obj.metadata?.name ?? "";
     const res = await this.#request(
       "PUT",
@@ -224,7 +224,7 @@ export class RestKubeClient implements KubeClient {
       force?: boolean;
       subresource?: "status";
     } = {},
-  ) {
+  ): Promise<T> {
     const type = opts.type ?? "merge";
     const res = await this.#request(
       "PATCH",
@@ -249,7 +249,7 @@ export class RestKubeClient implements KubeClient {
     name: string,
     namespace?: string,
     opts: CallOptions & DeleteOptions = {},
-  ) {
+  ): Promise<boolean> {
     const body: Record<string, unknown> = { kind: "DeleteOptions", apiVersion: "v1" };
     if (opts.preconditions) body.preconditions = opts.preconditions;
     if (opts.gracePeriodSeconds !== undefined) body.gracePeriodSeconds = opts.gracePeriodSeconds;
