@@ -26,7 +26,7 @@ import {
   SCM_RIGHTS,
   SOL_SOCKET,
 } from "./libc.ts";
-import type { UnixConn } from "./unix_socket.ts";
+import { type UnixConn, waitSignal } from "./unix_socket.ts";
 import { waitFd, type WaitOptions } from "./wait_fd.ts";
 
 /** Why a message was refused. */
@@ -107,7 +107,7 @@ export async function sendWithFds(
       if (isErrno(err, "EINTR")) continue;
       if (!isErrno(err, "EAGAIN")) throw err;
       await waitFd(conn.fd, POLLOUT, {
-        signal: options.signal,
+        signal: waitSignal(conn, options.signal),
         timeoutMs: Math.max(0, deadline - performance.now()),
         what: "room in the socket send buffer",
       }).catch(wholeWait(options.timeoutMs));
@@ -181,7 +181,7 @@ export async function receiveWithFds(
         if (isErrno(err, "EINTR")) continue;
         if (!isErrno(err, "EAGAIN")) throw err;
         await waitFd(conn.fd, POLLIN, {
-          signal: options.signal,
+          signal: waitSignal(conn, options.signal),
           timeoutMs: Math.max(0, deadline - performance.now()),
           what: "the rest of the message",
         }).catch(wholeWait(options.timeoutMs));

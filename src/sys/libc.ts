@@ -69,6 +69,10 @@ export const O_RDWR = 2;
 export const O_NONBLOCK = 0o4000;
 /** `O_CLOEXEC`. */
 export const O_CLOEXEC = 0o2000000;
+/** `O_DIRECTORY`. */
+export const O_DIRECTORY = 0o200000;
+/** `O_PATH`: a handle on a path, for `/proc/self/fd/<n>/…` resolution. */
+export const O_PATH = 0o10000000;
 
 // mount(2) and umount2(2)
 /** `MS_RDONLY`. */

@@ -13,7 +13,11 @@ import {
   AF_UNIX,
   alloc,
   check,
+  cstr,
   libc,
+  O_CLOEXEC,
+  O_DIRECTORY,
+  O_PATH,
   POLLIN,
   SO_PEERCRED,
   SOCK_CLOEXEC,
@@ -51,30 +55,93 @@ export function sockaddrUn(path: string): { addr: Uint8Array<ArrayBuffer>; lengt
   return { addr, length: 2 + bytes.length + 1 };
 }
 
-/** An open socket fd; closing twice is harmless. */
+/** Use of a socket after {@link UnixConn.close} / {@link UnixListener.close}. */
+export class SocketClosedError extends Error {
+  override name = "SocketClosedError";
+}
+
+/**
+ * An open socket fd; closing twice is harmless. Closing it also ends every pending wait on it
+ * (accept, send, receive) with a {@link SocketClosedError}.
+ */
 class SocketFd implements Disposable {
   #fd: number;
+  #closing = new AbortController();
   /** Wrap an open socket fd, which this object now owns. */
   constructor(fd: number) {
     this.#fd = fd;
   }
-  /** The fd. @throws {Error} after {@link close} */
+  /** The fd. @throws {SocketClosedError} after {@link close} */
   get fd(): number {
-    if (this.#fd < 0) throw new Error("Socket is closed");
+    if (this.#fd < 0) throw new SocketClosedError("Socket is closed");
     return this.#fd;
   }
   /** True once {@link close} was called. */
   get closed(): boolean {
     return this.#fd < 0;
   }
-  /** Close the fd (once). */
+  /** Aborted when the socket is closed; merged into every wait on it. */
+  get closedSignal(): AbortSignal {
+    return this.#closing.signal;
+  }
+  /** Close the fd (once), waking pending waits first. */
   close(): void {
-    if (this.#fd >= 0) libc().close(this.#fd);
+    if (this.#fd < 0) return;
+    this.#closing.abort(new SocketClosedError("Socket was closed while waiting"));
+    libc().close(this.#fd);
     this.#fd = -1;
   }
   /** Same as {@link close}, for `using`. */
   [Symbol.dispose](): void {
     this.close();
+  }
+}
+
+/** `signal` combined with the socket's close signal. */
+export function waitSignal(
+  sock: { readonly closedSignal: AbortSignal },
+  signal?: AbortSignal,
+): AbortSignal {
+  return signal === undefined ? sock.closedSignal : AbortSignal.any([signal, sock.closedSignal]);
+}
+
+/**
+ * Throw unless `path` can be used as a socket address, directly or through its directory (see
+ * {@link withSocketAddress}). Makes no system call.
+ * @throws {UnixSocketPathError}
+ */
+export function checkSocketPath(path: string): void {
+  if (new TextEncoder().encode(path).length <= MAX_UNIX_PATH_BYTES) {
+    sockaddrUn(path);
+  } else {
+    sockaddrUn(`/proc/self/fd/${2 ** 31 - 1}/${path.slice(path.lastIndexOf("/") + 1)}`);
+  }
+}
+
+/**
+ * Run `fn` with a `sockaddr_un` for `path`. A path longer than `sun_path` allows is reached
+ * through its directory instead: the directory is opened with `O_PATH` and the address becomes
+ * `/proc/self/fd/<dirfd>/<name>` (upstream makes the path relative for the same reason).
+ * @throws {UnixSocketPathError} when even the file name alone is too long
+ */
+export function withSocketAddress<T>(
+  path: string,
+  fn: (addr: Uint8Array<ArrayBuffer>, length: number) => T,
+): T {
+  if (new TextEncoder().encode(path).length <= MAX_UNIX_PATH_BYTES) {
+    const { addr, length } = sockaddrUn(path);
+    return fn(addr, length);
+  }
+  const slash = path.lastIndexOf("/");
+  const dir = slash <= 0 ? "/" : path.slice(0, slash);
+  const name = path.slice(slash + 1);
+  checkSocketPath(path);
+  const dirfd = check(libc().open(cstr(dir), O_PATH | O_DIRECTORY | O_CLOEXEC, 0), "open", dir);
+  try {
+    const { addr, length } = sockaddrUn(`/proc/self/fd/${dirfd}/${name}`);
+    return fn(addr, length);
+  } finally {
+    libc().close(dirfd);
   }
 }
 
@@ -103,7 +170,7 @@ export interface ListenOptions {
  * @throws {UnixSocketPathError} @throws {SysError}
  */
 export async function listenUnix(path: string, options: ListenOptions = {}): Promise<UnixListener> {
-  const { addr, length } = sockaddrUn(path);
+  checkSocketPath(path); // before touching anything
   try {
     const info = await Deno.lstat(path);
     if (!info.isSocket) throw new UnixSocketPathError(`"${path}" exists and is not a socket`);
@@ -117,7 +184,10 @@ export async function listenUnix(path: string, options: ListenOptions = {}): Pro
     path,
   );
   try {
-    check(libc().bind(sock.fd, addr, length), "bind", path);
+    withSocketAddress(
+      path,
+      (addr, length) => check(libc().bind(sock.fd, addr, length), "bind", path),
+    );
     if (options.mode !== undefined) await Deno.chmod(path, options.mode);
     check(libc().listen(sock.fd, options.backlog ?? DEFAULT_BACKLOG), "listen", path);
     return sock;
@@ -171,7 +241,7 @@ export async function accept(listener: UnixListener, options: AcceptOptions): Pr
       if (isErrno(err, "EINTR", "ECONNABORTED")) continue;
       if (!isErrno(err, "EAGAIN")) throw err;
       await waitFd(listener.fd, POLLIN, {
-        signal: options.signal,
+        signal: waitSignal(listener, options.signal),
         timeoutMs: Math.max(0, deadline - performance.now()),
         what: `a connection on "${listener.path}"`,
       }).catch((e) => {
@@ -204,7 +274,7 @@ export interface ConnectOptions extends WaitOptions {
  * @throws {TimeoutError} (with the last error as `cause`) @throws `signal.reason` @throws {SysError}
  */
 export async function connectUnix(path: string, options: ConnectOptions): Promise<UnixConn> {
-  const { addr, length } = sockaddrUn(path);
+  checkSocketPath(path); // a path error is not worth retrying
   const { signal, timeoutMs } = options;
   const deadline = performance.now() + timeoutMs;
   for (;;) {
@@ -214,7 +284,10 @@ export async function connectUnix(path: string, options: ConnectOptions): Promis
     );
     let last: unknown;
     try {
-      check(libc().connect(conn.fd, addr, length), "connect", path);
+      withSocketAddress(
+        path,
+        (addr, length) => check(libc().connect(conn.fd, addr, length), "connect", path),
+      );
       return conn;
     } catch (err) {
       conn.close();

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { MAX_UNIX_PATH_BYTES, sockaddrUn, UnixSocketPathError } from "./unix_socket.ts";
+import {
+  checkSocketPath,
+  MAX_UNIX_PATH_BYTES,
+  sockaddrUn,
+  UnixSocketPathError,
+} from "./unix_socket.ts";
 import { fuseMountData, fuseMountFlags } from "./mount.ts";
 import { MS_NOATIME, MS_NODEV, MS_NOSUID, MS_RDONLY } from "./libc.ts";
 
@@ -17,6 +22,16 @@ Deno.test("sockaddrUn() refuses empty, NUL-holding and too long paths", () => {
   for (const p of ["", "/a\0b", "/" + "x".repeat(MAX_UNIX_PATH_BYTES)]) {
     assert.throws(() => sockaddrUn(p), UnixSocketPathError);
   }
+});
+
+Deno.test("checkSocketPath() accepts long paths with a short file name", () => {
+  checkSocketPath(`/${"d".repeat(200)}/mount.sock`);
+  checkSocketPath("/comm/mount.sock");
+  assert.throws(
+    () => checkSocketPath(`/${"d".repeat(200)}/${"n".repeat(90)}`),
+    UnixSocketPathError,
+  );
+  assert.throws(() => checkSocketPath(""), UnixSocketPathError);
 });
 
 Deno.test("fuseMountData() and fuseMountFlags() follow the upstream mount", () => {

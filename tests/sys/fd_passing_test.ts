@@ -16,6 +16,7 @@ import {
   connectUnix,
   listenUnix,
   peerCredentials,
+  SocketClosedError,
   UnixSocketPathError,
 } from "../../src/sys/unix_socket.ts";
 import { MAX_MOUNT_MESSAGE_BYTES, parseMountMessage } from "../../src/mppod/mount_message.ts";
@@ -345,6 +346,52 @@ privilegedTest(
     await assert.rejects(listenUnix(`${dir.path}/${"x".repeat(120)}`), UnixSocketPathError);
   },
 );
+
+privilegedTest(
+  "listenUnix() and connectUnix() reach a path longer than sun_path",
+  ROOT,
+  async () => {
+    await using dir = await tempDir("longpath");
+    const deep = `${dir.path}/${"d".repeat(60)}/${"e".repeat(60)}`;
+    await Deno.mkdir(deep, { recursive: true });
+    const sock = `${deep}/mount.sock`;
+    assert.ok(new TextEncoder().encode(sock).length > 108);
+    using listener = await listenUnix(sock, { mode: 0o600 });
+    assert.ok((await Deno.lstat(sock)).isSocket, "the socket file is at the long path");
+    const fd = openFuse();
+    try {
+      const [server, client] = await Promise.all([
+        accept(listener, { timeoutMs: 2000 }),
+        connectUnix(sock, { timeoutMs: 2000 }),
+      ]);
+      using _s = server;
+      await sendWithFd(client, new Uint8Array([42]), fd, { timeoutMs: 1000 });
+      client.close();
+      const got = await receiveWithFds(server, { ...RECEIVE, exactFds: 1 });
+      assert.deepEqual([...got.bytes], [42]);
+      got.fds.forEach(closeFd);
+    } finally {
+      closeFd(fd);
+    }
+    // A long path whose directory does not exist yet is retried like a missing socket.
+    await assert.rejects(
+      connectUnix(`${deep}/nope/${"f".repeat(40)}/m.sock`, { timeoutMs: 100 }),
+      TimeoutError,
+    );
+  },
+);
+
+privilegedTest("closing a socket ends the waits on it", ROOT, async () => {
+  await using dir = await tempDir("closewait");
+  const sock = `${dir.path}/mount.sock`;
+  const listener = await listenUnix(sock);
+  const pending = accept(listener, { timeoutMs: 10_000 });
+  setTimeout(() => listener.close(), 50);
+  const t0 = performance.now();
+  await assert.rejects(pending, SocketClosedError);
+  assert.ok(performance.now() - t0 < 500);
+  assert.throws(() => listener.fd, SocketClosedError);
+});
 
 privilegedTest("in-process connect + send + receive latency", ROOT, async () => {
   await using dir = await tempDir("latency");
