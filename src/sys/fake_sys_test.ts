@@ -4,6 +4,7 @@ import { FakeSys } from "./fake_sys.ts";
 import { FdPassingError } from "./fd_passing.ts";
 import { findMount, isMountPoint, mountsOfSource } from "./mountinfo.ts";
 import { TimeoutError } from "../util/errors.ts";
+import { sysContract } from "./sys_contract.ts";
 
 const SOURCE = "/var/lib/kubelet/plugins/s3.csi/mnt/mp-1";
 const TARGET = "/var/lib/kubelet/pods/uid-a/volumes/kubernetes.io~csi/pv-1/mount";
@@ -74,4 +75,14 @@ Deno.test("FakeSys refuses oversize messages and times out without a listener", 
   );
   assert.equal([...sys.fds.values()].length, 1, "the received duplicate was closed");
   await assert.rejects(sys.connectUnix("/missing", { timeoutMs: 20 }), TimeoutError);
+});
+
+sysContract("FakeSys", () => {
+  const sys = new FakeSys();
+  return Promise.resolve({
+    sys,
+    dir: "/fake/dir",
+    mkdir: () => Promise.resolve(),
+    [Symbol.asyncDispose]: () => Promise.resolve(),
+  });
 });
