@@ -104,7 +104,7 @@ export function parseMountInfo(text: string): MountInfo[] {
 
 /** Options of {@link readMountInfo}. */
 export interface ReadMountInfoOptions {
-  /** @default {@link MOUNTINFO_PATH} */
+  /** File to read. @default {@link MOUNTINFO_PATH} */
   readonly path?: string;
 }
 

@@ -64,7 +64,7 @@ export class SocketClosedError extends Error {
  * An open socket fd; closing twice is harmless. Closing it also ends every pending wait on it
  * (accept, send, receive) with a {@link SocketClosedError}.
  */
-class SocketFd implements Disposable {
+export class UnixSocket implements Disposable {
   #fd: number;
   #closing = new AbortController();
   /** Wrap an open socket fd, which this object now owns. */
@@ -146,7 +146,7 @@ export function withSocketAddress<T>(
 }
 
 /** A listening socket. Closing it does not remove the socket file. */
-export class UnixListener extends SocketFd {
+export class UnixListener extends UnixSocket {
   /** Wrap listening `fd` bound to `path`. */
   constructor(fd: number, readonly path: string) {
     super(fd);
@@ -154,13 +154,13 @@ export class UnixListener extends SocketFd {
 }
 
 /** A connected socket (either end). */
-export class UnixConn extends SocketFd {}
+export class UnixConn extends UnixSocket {}
 
 /** Options of {@link listenUnix}. */
 export interface ListenOptions {
   /** Permission bits of the socket file (set before `listen`, so no one connects earlier). */
   readonly mode?: number;
-  /** @default {@link DEFAULT_BACKLOG} */
+  /** Pending connections the kernel queues. @default {@link DEFAULT_BACKLOG} */
   readonly backlog?: number;
 }
 
@@ -234,6 +234,10 @@ export interface AcceptOptions extends WaitOptions {
 export async function accept(listener: UnixListener, options: AcceptOptions): Promise<UnixConn> {
   const deadline = performance.now() + options.timeoutMs;
   for (;;) {
+    options.signal?.throwIfAborted();
+    if (performance.now() > deadline) {
+      throw new TimeoutError(`a connection on "${listener.path}"`, options.timeoutMs);
+    }
     let fd: number;
     try {
       fd = check(libc().accept4(listener.fd, null, null, SOCK_NONBLOCK | SOCK_CLOEXEC), "accept4");
