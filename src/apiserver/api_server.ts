@@ -22,13 +22,21 @@ import { logger } from "../util/log.ts";
 
 const log = logger("apiserver");
 
+/** Upper bound of a graceful shutdown; connections still open after it are left to the clients. */
+const SHUTDOWN_TIMEOUT_MS = 2000;
+const WATCH_QUERY_REGEXP = /[?&]watch=(true|1)(&|$)/;
+
 /** Options of {@link startApiServer}. */
 export interface ApiServerOptions {
   /** TCP port; 0 picks a free one. @default 0 */
   readonly port?: number;
   /** Listen address. @default "127.0.0.1" */
   readonly host?: string;
-  /** Serve HTTPS with a generated self-signed certificate. @default true */
+  /**
+   * Serve HTTPS with a generated self-signed certificate (kubectl then authenticates with the
+   * token). Plain HTTP accepts anonymous requests as admin; it is the default because in-process
+   * TLS clients make Deno stall (and occasionally crash) at shutdown. @default false
+   */
   readonly tls?: boolean;
   /** Bearer token clients must send. @default a random token */
   readonly token?: string;
@@ -69,7 +77,7 @@ export interface ApiServer {
 /** Start an emulator. */
 export async function startApiServer(options: ApiServerOptions = {}): Promise<ApiServer> {
   const host = options.host ?? "127.0.0.1";
-  const tls = options.tls ?? true;
+  const tls = options.tls ?? false;
   const token = options.token ?? crypto.randomUUID().replaceAll("-", "");
   const cert = tls ? await generateServingCert(host, options.signal) : undefined;
   const cluster = new Cluster({
@@ -98,7 +106,13 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
       log.error("Unhandled server error: {error}", { error: String(err) });
       return new Response("internal error", { status: 500 });
     },
-  }, (req) => router.handle(req));
+  }, async (req) => {
+    const res = await router.handle(req);
+    // Idle keep-alive connections would hold up a graceful shutdown for seconds; local clients
+    // reconnect cheaply. Watches are long-lived anyway and end on stop().
+    if (!WATCH_QUERY_REGEXP.test(req.url)) res.headers.set("connection", "close");
+    return res;
+  });
   const port = server.addr.port;
   const urlHost = host.includes(":") ? `[${host}]` : host;
   address = `${urlHost}:${port}`;
@@ -118,7 +132,12 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
       stopper.abort();
       cluster.store.hub.closeAll();
       cluster.stop();
-      await server.shutdown();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        server.shutdown(),
+        new Promise((r) => timer = setTimeout(r, SHUTDOWN_TIMEOUT_MS)),
+      ]);
+      clearTimeout(timer);
     })();
     return stopping;
   };

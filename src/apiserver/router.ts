@@ -275,7 +275,7 @@ export class ApiRouter {
           timeoutSeconds: queryInt(q, "timeoutSeconds"),
           table,
           bookmarkIntervalMs: this.#options.bookmarkIntervalMs ?? 60_000,
-          signal: AbortSignal.any([req.signal, this.#options.signal]),
+          signal: this.#options.signal,
         });
         return new Response(body, {
           headers: { "content-type": "application/json", "cache-control": "no-cache, private" },

@@ -1,0 +1,72 @@
+/**
+ * Shared helpers of the emulator tests: bounded polling and running real `kubectl`.
+ *
+ * @module
+ */
+import { TimeoutError } from "../../src/util/errors.ts";
+
+/** Poll `check` until it returns a value other than undefined/false, or time out. */
+export async function waitFor<T>(
+  what: string,
+  check: () => T | undefined | false | Promise<T | undefined | false>,
+  options: { timeoutMs?: number; intervalMs?: number; signal?: AbortSignal } = {},
+): Promise<T> {
+  const timeoutMs = options.timeoutMs ?? 5000;
+  const deadline = Date.now() + timeoutMs;
+  while (true) {
+    options.signal?.throwIfAborted();
+    const v = await check();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new TimeoutError(what, timeoutMs);
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 20));
+  }
+}
+
+/** Result of {@link kubectl}. */
+export interface KubectlResult {
+  /** Exit code. */
+  readonly code: number;
+  /** Standard output. */
+  readonly stdout: string;
+  /** Standard error. */
+  readonly stderr: string;
+}
+
+/** Run `kubectl` with `KUBECONFIG=kubeconfig`, bounded by `timeoutMs`. */
+export async function kubectl(
+  kubeconfig: string,
+  args: readonly string[],
+  options: { stdin?: string; timeoutMs?: number } = {},
+): Promise<KubectlResult> {
+  const cmd = new Deno.Command("kubectl", {
+    args: [...args],
+    env: { KUBECONFIG: kubeconfig, HOME: Deno.env.get("HOME") ?? "/tmp" },
+    stdin: options.stdin !== undefined ? "piped" : "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(options.timeoutMs ?? 20_000),
+  });
+  const child = cmd.spawn();
+  if (options.stdin !== undefined) {
+    const w = child.stdin.getWriter();
+    await w.write(new TextEncoder().encode(options.stdin));
+    await w.close();
+  }
+  const out = await child.output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+/** A minimal pod manifest bound to `nodeName`. */
+export function podManifest(
+  name: string,
+  nodeName: string,
+  labels: Record<string, string> = {},
+): string {
+  return JSON.stringify({
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: "default", labels },
+    spec: { nodeName, containers: [{ name: "main", image: "busybox:1.36" }] },
+  });
+}
