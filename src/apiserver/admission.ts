@@ -51,7 +51,7 @@ function checkMicroTime(kind: string, value: unknown): void {
   if (value === undefined || value === null) return;
   if (typeof value !== "string" || !MICRO_TIME_REGEXP.test(value)) {
     const frac = typeof value === "string"
-      ? (/(\.\d*)?(Z|[+-].*)$/.exec(value)?.[0] ?? value)
+      ? (/T\d{2}:\d{2}:\d{2}(.*)$/.exec(value)?.[1] ?? value)
       : String(value);
     throw badRequest(
       `${kind} in version "v1" cannot be handled as a ${kind}: parsing time "${value}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "${frac}" as ".000000"`,

@@ -1,0 +1,69 @@
+/**
+ * Runs the Kubernetes API contract ({@link CASES}) against the emulator (always) and against a
+ * real cluster when `KUBE_REAL_KUBECONFIG` (or `KUBECONFIG`) names a kubeconfig, e.g. the one
+ * `scripts/kube_real/start.sh` writes at `/var/tmp/s3csi-kube-real/kubeconfig`.
+ *
+ *   deno test -A tests/kube_contract/
+ *   KUBE_REAL_KUBECONFIG=/var/tmp/s3csi-kube-real/kubeconfig deno test -A tests/kube_contract/
+ */
+import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { CASES } from "./contract_cases.ts";
+import { KubeHttp, type KubeTarget, loadTarget } from "./kube_http.ts";
+
+interface Target {
+  readonly name: string;
+  readonly open: () => Promise<{ target: KubeTarget; close: () => Promise<void> }>;
+}
+
+const targets: Target[] = [{
+  name: "emulator",
+  open: async () => {
+    const api = await startApiServer({ port: 0 });
+    return { target: await loadTarget("emulator", api.kubeconfigPath), close: () => api.stop() };
+  },
+}];
+const realPath = Deno.env.get("KUBE_REAL_KUBECONFIG") ?? Deno.env.get("KUBECONFIG");
+if (realPath) {
+  targets.push({
+    name: "real",
+    open: async () => ({
+      target: await loadTarget("real", realPath),
+      close: () => Promise.resolve(),
+    }),
+  });
+}
+
+for (const t of targets) {
+  Deno.test({
+    name: `kube contract: ${t.name}`,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn: async (ctx) => {
+      const { target, close } = await t.open();
+      const k = new KubeHttp(target);
+      const run = crypto.randomUUID().slice(0, 6);
+      const namespaces: string[] = [];
+      try {
+        for (const [i, c] of CASES.entries()) {
+          await ctx.step(c.name, async () => {
+            const ns = `contract-${run}-${i}`;
+            const r = await k.request("POST", "/api/v1/namespaces", {
+              body: { apiVersion: "v1", kind: "Namespace", metadata: { name: ns } },
+            });
+            if (r.status !== 201) {
+              throw new Error(`cannot create namespace ${ns}: ${r.status} ${r.text}`);
+            }
+            namespaces.push(ns);
+            await c.run(k, { ns, id: `${run}-${i}` });
+          });
+        }
+      } finally {
+        for (const ns of namespaces) {
+          await k.request("DELETE", `/api/v1/namespaces/${ns}`).catch(() => undefined);
+        }
+        k.close();
+        await close();
+      }
+    },
+  });
+}
