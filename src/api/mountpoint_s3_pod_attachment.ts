@@ -9,6 +9,7 @@
  *
  * @module
  */
+import type { KubeObject, ObjectMeta } from "../kube/client.ts";
 import { API_VERSION, GROUP, VERSION } from "./group_version.ts";
 
 /** Kind name. */
@@ -60,19 +61,10 @@ export interface S3paSpec {
 }
 
 /** A MountpointS3PodAttachment object. */
-export interface MountpointS3PodAttachment {
-  apiVersion: typeof API_VERSION;
-  kind: typeof S3PA_KIND;
-  metadata: {
-    name?: string;
-    generateName?: string;
-    uid?: string;
-    resourceVersion?: string;
-    creationTimestamp?: string;
-    deletionTimestamp?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-  };
+export interface MountpointS3PodAttachment extends KubeObject {
+  apiVersion?: typeof API_VERSION | undefined;
+  kind?: typeof S3PA_KIND | undefined;
+  metadata: ObjectMeta;
   spec: S3paSpec;
 }
 

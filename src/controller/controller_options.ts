@@ -5,8 +5,55 @@
  * @module
  */
 import { endpointProblem } from "../csi/endpoint.ts";
-import type { OptionSpecs } from "../util/config.ts";
+import type { OptionSpecs, ParsedConfig } from "../util/config.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
+
+const DNS_LABEL_REGEXP = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN_REGEXP = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+const QUANTITY_REGEXP = /^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
+const IMAGE_REGEXP = /^[a-zA-Z0-9][a-zA-Z0-9._\-/:@]*$/;
+
+function dnsLabel(v: string): string | undefined {
+  return DNS_LABEL_REGEXP.test(v)
+    ? undefined
+    : `must be a DNS label (lowercase letters, digits, '-'), got "${v}"`;
+}
+
+function dnsSubdomainOrEmpty(v: string): string | undefined {
+  return v === "" || DNS_SUBDOMAIN_REGEXP.test(v)
+    ? undefined
+    : `must be a DNS subdomain name, got "${v}"`;
+}
+
+function quantityOrEmpty(v: string): string | undefined {
+  return v === "" || QUANTITY_REGEXP.test(v)
+    ? undefined
+    : `must be a Kubernetes quantity such as 100m or 64Mi, got "${v}"`;
+}
+
+function imageOrEmpty(v: string): string | undefined {
+  return v === "" || IMAGE_REGEXP.test(v) ? undefined : `must be an image reference, got "${v}"`;
+}
+
+function positive(v: number): string | undefined {
+  return v > 0 ? undefined : `must be greater than zero, got ${v}`;
+}
+
+function jsonLabels(v: string): string | undefined {
+  if (v === "") return undefined;
+  try {
+    const o = JSON.parse(v);
+    if (
+      o && typeof o === "object" && !Array.isArray(o) &&
+      Object.values(o).every((x) => typeof x === "string")
+    ) {
+      return undefined;
+    }
+  } catch { /* fall through */ }
+  return `must be a JSON object of string labels such as {"team":"storage"}, got ${
+    JSON.stringify(v)
+  }`;
+}
 
 /** Controller settings. */
 export const CONTROLLER_OPTIONS = {
@@ -22,6 +69,7 @@ export const CONTROLLER_OPTIONS = {
     env: "MOUNTPOINT_NAMESPACE",
     default: DEFAULT_MOUNTPOINT_NAMESPACE,
     description: "Namespace of the Mountpoint Pods",
+    validate: dnsLabel,
   },
   "mountpoint-version": {
     type: "string",
@@ -32,8 +80,152 @@ export const CONTROLLER_OPTIONS = {
   "mountpoint-image": {
     type: "string",
     env: "MOUNTPOINT_IMAGE",
-    default: "",
+    default: "ghcr.io/scality/s3-csi-mounter:latest",
     description: "Container image of the Mountpoint Pods",
+    validate: imageOrEmpty,
+  },
+  "mountpoint-image-pull-policy": {
+    type: "string",
+    env: "MOUNTPOINT_IMAGE_PULL_POLICY",
+    default: "IfNotPresent",
+    choices: ["Always", "IfNotPresent", "Never"],
+    description: "Image pull policy of the Mountpoint Pods",
+  },
+  "mountpoint-command": {
+    type: "string",
+    env: "MOUNTPOINT_COMMAND",
+    default: "/bin/s3-csi-mounter",
+    description: "Entrypoint of the Mountpoint container",
+  },
+  "mountpoint-priority-class-name": {
+    type: "string",
+    env: "MOUNTPOINT_PRIORITY_CLASS_NAME",
+    default: "mount-s3-critical",
+    description: "PriorityClass of Mountpoint Pods (empty for none)",
+    validate: dnsSubdomainOrEmpty,
+  },
+  "mountpoint-preempting-priority-class-name": {
+    type: "string",
+    env: "MOUNTPOINT_PREEMPTING_PRIORITY_CLASS_NAME",
+    default: "",
+    description: "PriorityClass for Mountpoint Pods that may preempt (headroom mode; not used yet)",
+    validate: dnsSubdomainOrEmpty,
+  },
+  "mountpoint-headroom-priority-class-name": {
+    type: "string",
+    env: "MOUNTPOINT_HEADROOM_PRIORITY_CLASS_NAME",
+    default: "",
+    description: "PriorityClass of headroom pods (headroom mode; not used yet)",
+    validate: dnsSubdomainOrEmpty,
+  },
+  "mountpoint-headroom-image": {
+    type: "string",
+    env: "MOUNTPOINT_HEADROOM_IMAGE",
+    default: "",
+    description: "Pause image of headroom pods (headroom mode; not used yet)",
+    validate: imageOrEmpty,
+  },
+  "mountpoint-pod-labels": {
+    type: "string",
+    env: "MOUNTPOINT_POD_LABELS",
+    default: "",
+    description: "Extra labels for Mountpoint Pods, as a JSON object",
+    validate: jsonLabels,
+  },
+  "mountpoint-uid": {
+    type: "integer",
+    env: "MOUNTPOINT_UID",
+    default: 1000,
+    description: "Non-root user and group (and fsGroup) of the Mountpoint container",
+    validate: positive,
+  },
+  "mountpoint-cpu-request": {
+    type: "string",
+    env: "MOUNTPOINT_CPU_REQUEST",
+    default: "50m",
+    description: "Default CPU request of Mountpoint containers (a PV attribute overrides it)",
+    validate: quantityOrEmpty,
+  },
+  "mountpoint-memory-request": {
+    type: "string",
+    env: "MOUNTPOINT_MEMORY_REQUEST",
+    default: "64Mi",
+    description: "Default memory request of Mountpoint containers",
+    validate: quantityOrEmpty,
+  },
+  "mountpoint-memory-limit": {
+    type: "string",
+    env: "MOUNTPOINT_MEMORY_LIMIT",
+    default: "",
+    description: "Default memory limit of Mountpoint containers (empty: none)",
+    validate: quantityOrEmpty,
+  },
+  "mountpoint-termination-grace": {
+    type: "integer",
+    env: "MOUNTPOINT_TERMINATION_GRACE_SECONDS",
+    default: 600,
+    description: "terminationGracePeriodSeconds of Mountpoint Pods (outlive workloads on drain)",
+    validate: positive,
+  },
+  "tls-ca-configmap": {
+    type: "string",
+    env: "TLS_CA_CERT_CONFIGMAP",
+    default: "",
+    description:
+      "ConfigMap (in the Mountpoint namespace) with key ca-bundle.crt, mounted into Mountpoint Pods",
+    validate: dnsSubdomainOrEmpty,
+  },
+  workers: {
+    type: "integer",
+    default: 8,
+    description: "Reconcile workers (keys are processed one at a time each)",
+    validate: positive,
+  },
+  "stale-cleanup-interval": {
+    type: "duration",
+    env: "STALE_CLEANUP_INTERVAL",
+    default: 120_000,
+    description: "How often stale attachments are looked for",
+  },
+  "stale-attachment-threshold": {
+    type: "duration",
+    env: "STALE_ATTACHMENT_THRESHOLD",
+    default: 120_000,
+    description: "Age after which an attachment of a vanished workload is removed",
+  },
+  "leader-elect": {
+    type: "boolean",
+    env: "LEADER_ELECT",
+    default: true,
+    description: "Run only while holding the leader Lease (safe with several replicas)",
+  },
+  "leader-election-namespace": {
+    type: "string",
+    env: "POD_NAMESPACE",
+    default: "kube-system",
+    description: "Namespace of the leader Lease",
+    validate: dnsLabel,
+  },
+  "leader-election-lease-duration": {
+    type: "duration",
+    default: 15_000,
+    description: "How long a leader Lease is valid without renewal",
+  },
+  "leader-election-renew-deadline": {
+    type: "duration",
+    default: 10_000,
+    description: "A leader that cannot renew within this time steps down",
+  },
+  "leader-election-retry-period": {
+    type: "duration",
+    default: 2_000,
+    description: "How often the Lease is renewed or tried",
+  },
+  "metrics-address": {
+    type: "string",
+    env: "METRICS_ADDRESS",
+    default: "127.0.0.1:8080",
+    description: "host:port serving /metrics, /healthz and /readyz (empty: off)",
   },
   "shutdown-grace": {
     type: "duration",
@@ -41,3 +233,6 @@ export const CONTROLLER_OPTIONS = {
     description: "How long in-flight work may run after SIGTERM",
   },
 } as const satisfies OptionSpecs;
+
+/** Parsed controller settings. */
+export type ControllerConfig = ParsedConfig<typeof CONTROLLER_OPTIONS>;

@@ -121,6 +121,8 @@ export class Informer<T extends KubeObject> {
       };
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#syncWaiters.push(done);
+      // Setting up the timer may run queued microtasks (first use of timers): the sync may already be done.
+      if (this.#synced) done();
     });
   }
 

@@ -1,0 +1,287 @@
+import assert from "node:assert/strict";
+import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachment.ts";
+import { FakeKubeClient } from "../kube/fake_client.ts";
+import { Informer } from "../kube/informer.ts";
+import { MemoryEventRecorder } from "../kube/event_recorder.ts";
+import { PODS, PVCS, PVS, S3PAS } from "../kube/resources.ts";
+import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
+import {
+  ANNOTATION_NEEDS_UNMOUNT,
+  LABEL_COMPONENT,
+  LABEL_DRIVER_VERSION,
+} from "../mppod/labels.ts";
+import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
+import { NO_METRICS } from "./metrics.ts";
+import { type ControllerCaches, Reconciler, registerIndexes } from "./reconciler.ts";
+
+const POD_CONFIG: MountpointPodConfig = {
+  namespace: "mount-s3",
+  image: "mounter:test",
+  imagePullPolicy: "IfNotPresent",
+  command: "/bin/s3-csi-mounter",
+  driverVersion: "1.0.0",
+  mountpointVersion: "rclone",
+  priorityClassName: "mount-s3-critical",
+  uid: 1000,
+  terminationGraceSeconds: 600,
+  extraLabels: {},
+  cpuRequest: "50m",
+  memoryRequest: "64Mi",
+  memoryLimit: "",
+  caConfigMap: "",
+};
+
+function pv(name: string, extra: Partial<PersistentVolume["spec"]> = {}): PersistentVolume {
+  return {
+    metadata: { name },
+    spec: {
+      csi: {
+        driver: "s3.csi.scality.com",
+        volumeHandle: `${name}-handle`,
+        volumeAttributes: { bucketName: "b" },
+      },
+      claimRef: { name: `claim-${name}`, namespace: "default" },
+      mountOptions: ["allow-delete"],
+      ...extra,
+    },
+  };
+}
+
+function pvc(pvName: string, bound = true): PersistentVolumeClaim {
+  return {
+    metadata: { name: `claim-${pvName}`, namespace: "default" },
+    spec: { volumeName: bound ? pvName : "" },
+    status: { phase: bound ? "Bound" : "Pending" },
+  };
+}
+
+function workload(name: string, pvName: string, node = "node-1", fsGroup?: number): Pod {
+  return {
+    metadata: { name, namespace: "default" },
+    spec: {
+      nodeName: node,
+      containers: [{ name: "app", image: "busybox" }],
+      volumes: [{ name: "data", persistentVolumeClaim: { claimName: `claim-${pvName}` } }],
+      ...(fsGroup !== undefined ? { securityContext: { fsGroup } } : {}),
+    },
+    status: { phase: "Pending" },
+  };
+}
+
+interface Harness extends AsyncDisposable {
+  client: FakeKubeClient;
+  reconciler: Reconciler;
+  recorder: MemoryEventRecorder;
+  caches: ControllerCaches;
+  settle(): Promise<void>;
+  reconcileAll(): Promise<void>;
+}
+
+async function harness(): Promise<Harness> {
+  const client = new FakeKubeClient();
+  const caches: ControllerCaches = {
+    pods: new Informer<Pod>(client, PODS),
+    pvcs: new Informer<PersistentVolumeClaim>(client, PVCS),
+    pvs: new Informer<PersistentVolume>(client, PVS),
+    s3pas: new Informer<MountpointS3PodAttachment>(client, S3PAS),
+  };
+  registerIndexes(caches);
+  const recorder = new MemoryEventRecorder();
+  const reconciler = new Reconciler({
+    client,
+    caches,
+    podConfig: POD_CONFIG,
+    recorder,
+    metrics: NO_METRICS,
+  });
+  caches.pods.on({ delete: (p) => reconciler.podDeleted(p) });
+  const ctl = new AbortController();
+  const running = Object.values(caches).map((i) => i.run(ctl.signal));
+  await Promise.all(Object.values(caches).map((i) => i.waitForSync(1000)));
+  const settle = () => new Promise<void>((r) => setTimeout(r, 15));
+  return {
+    client,
+    reconciler,
+    recorder,
+    caches,
+    settle,
+    async reconcileAll() {
+      await settle();
+      for (const p of client.objects<Pod>(PODS)) {
+        await reconciler.reconcile(`${p.metadata.namespace}/${p.metadata.name}`);
+      }
+      await settle();
+    },
+    async [Symbol.asyncDispose]() {
+      ctl.abort();
+      await Promise.all(running);
+    },
+  };
+}
+
+const s3pas = (h: Harness) => h.client.objects<MountpointS3PodAttachment>(S3PAS);
+const mpPods = (h: Harness) =>
+  h.client.objects<Pod>(PODS).filter((p) => p.metadata.namespace === "mount-s3");
+
+Deno.test("Reconciler: one workload gets one Mountpoint Pod and one S3PA with the sharing key (2 writes)", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  const w = await h.client.create(PODS, workload("w1", "pv-1", "node-1", 2000));
+  const before = { ...h.client.writes };
+  await h.reconcileAll();
+  assert.equal((h.client.writes.create ?? 0) - (before.create ?? 0), 2, "pod + S3PA");
+  const [a] = s3pas(h);
+  assert.ok(a);
+  assert.deepEqual({ ...a.spec, mountpointS3PodAttachments: undefined }, {
+    nodeName: "node-1",
+    persistentVolumeName: "pv-1",
+    volumeID: "pv-1-handle",
+    mountOptions: "allow-delete",
+    workloadFSGroup: "2000",
+    authenticationSource: "driver",
+    mountpointS3PodAttachments: undefined,
+  });
+  assert.equal(a.metadata.labels?.[LABEL_DRIVER_VERSION], "1.0.0");
+  const [mp] = mpPods(h);
+  assert.ok(mp);
+  assert.deepEqual(Object.keys(a.spec.mountpointS3PodAttachments), [mp.metadata.name]);
+  assert.equal(
+    a.spec.mountpointS3PodAttachments[mp.metadata.name!]![0]!.workloadPodUID,
+    w.metadata.uid,
+  );
+  assert.equal(mp.metadata.labels?.[LABEL_COMPONENT], "mountpoint-pod");
+  assert.deepEqual(mp.spec.tolerations, [{ operator: "Exists" }]);
+  assert.equal(mp.spec.securityContext?.runAsUser, 1000);
+  // Idempotent: a second pass writes nothing.
+  const after = { ...h.client.writes };
+  await h.reconcileAll();
+  assert.deepEqual(h.client.writes, after);
+});
+
+Deno.test("Reconciler: three workloads with the same key share; fsGroup, options and nodes separate", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  for (const n of ["a", "b", "c"]) await h.client.create(PODS, workload(n, "pv-1"));
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 1);
+  assert.equal(Object.values(s3pas(h)[0]!.spec.mountpointS3PodAttachments)[0]!.length, 3);
+  await h.client.create(PODS, workload("fs", "pv-1", "node-1", 3000));
+  await h.client.create(PODS, workload("other-node", "pv-1", "node-2"));
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 3);
+  assert.equal(s3pas(h).length, 3);
+});
+
+Deno.test("Reconciler: a shared attachment costs one write", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, workload("a", "pv-1"));
+  await h.reconcileAll();
+  await h.client.create(PODS, workload("b", "pv-1"));
+  await h.settle();
+  const before = { ...h.client.writes };
+  await h.reconciler.reconcile("default/b");
+  const delta = Object.entries(h.client.writes).reduce((n, [k, v]) => n + v - (before[k] ?? 0), 0);
+  assert.equal(delta, 1);
+});
+
+Deno.test("Reconciler: detach marks needs-unmount, deletes the S3PA, then deletes the Succeeded pod", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, workload("a", "pv-1"));
+  await h.client.create(PODS, workload("b", "pv-1"));
+  await h.reconcileAll();
+  await h.client.delete(PODS, "a", "default");
+  await h.settle();
+  await h.reconciler.reconcile("default/a");
+  await h.settle();
+  assert.equal(Object.values(s3pas(h)[0]!.spec.mountpointS3PodAttachments)[0]!.length, 1);
+  assert.equal(mpPods(h)[0]!.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT], undefined);
+  // The last workload finishes: terminal pods are detached even before they are deleted.
+  await h.client.patch(PODS, "b", "default", { status: { phase: "Succeeded" } });
+  await h.reconcileAll();
+  assert.equal(s3pas(h).length, 0);
+  const [mp] = mpPods(h);
+  assert.equal(mp!.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT], "true");
+  await h.client.patch(PODS, mp!.metadata.name!, "mount-s3", { status: { phase: "Succeeded" } });
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 0);
+});
+
+Deno.test("Reconciler: a Mountpoint Pod deleted by hand while workloads remain is recreated", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, workload("a", "pv-1"));
+  await h.reconcileAll();
+  const name = mpPods(h)[0]!.metadata.name!;
+  const uid = mpPods(h)[0]!.metadata.uid;
+  await h.client.delete(PODS, name, "mount-s3");
+  await h.settle();
+  await h.reconciler.reconcile(`mount-s3/${name}`);
+  await h.settle();
+  const [again] = mpPods(h);
+  assert.equal(again?.metadata.name, name, "same deterministic name");
+  assert.notEqual(again?.metadata.uid, uid, "a new pod");
+});
+
+Deno.test("Reconciler: a running-but-terminating workload keeps its attachment; a pending one loses it", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  const running = workload("r", "pv-1");
+  running.status = { phase: "Running" };
+  running.metadata.finalizers = ["test/hold"];
+  await h.client.create(PODS, running);
+  await h.reconcileAll();
+  await h.client.delete(PODS, "r", "default");
+  await h.reconcileAll();
+  assert.equal(s3pas(h).length, 1, "still attached while running");
+  await h.client.patch(PODS, "r", "default", { status: { phase: "Failed" } });
+  await h.reconcileAll();
+  assert.equal(s3pas(h).length, 0);
+});
+
+Deno.test("Reconciler: an unbound PVC and a bad attribute produce Events that say what to do", async () => {
+  await using h = await harness();
+  await h.client.create(PVCS, pvc("pv-x", false));
+  await h.client.create(PODS, workload("a", "pv-x"));
+  await h.client.create(
+    PVS,
+    pv("pv-bad", {
+      csi: {
+        driver: "s3.csi.scality.com",
+        volumeHandle: "h",
+        volumeAttributes: { authenticationSource: "pod" },
+      },
+    }),
+  );
+  await h.client.create(PVCS, pvc("pv-bad"));
+  await h.client.create(PODS, workload("b", "pv-bad"));
+  await h.reconcileAll();
+  const reasons = h.recorder.events.map((e) => `${e.object} ${e.reason}`);
+  assert.ok(reasons.includes("default/a PersistentVolumeClaimUnbound"), reasons.join("; "));
+  assert.ok(reasons.includes("default/b InvalidVolume"), reasons.join("; "));
+  assert.match(
+    h.recorder.events.find((e) => e.reason === "InvalidVolume")!.message,
+    /use "driver" or "secret"/,
+  );
+  assert.equal(mpPods(h).length, 0);
+});
+
+Deno.test("Reconciler: a pod of another driver is ignored", async () => {
+  await using h = await harness();
+  await h.client.create(
+    PVS,
+    pv("pv-ebs", { csi: { driver: "ebs.csi.aws.com", volumeHandle: "vol" } }),
+  );
+  await h.client.create(PVCS, pvc("pv-ebs"));
+  await h.client.create(PODS, workload("a", "pv-ebs"));
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 0);
+  assert.equal(h.recorder.events.length, 0);
+});

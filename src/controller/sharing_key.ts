@@ -1,0 +1,70 @@
+/**
+ * The sharing key of a workload volume: workloads with equal keys share one Mountpoint Pod.
+ *
+ * Key = node, PV name, volume handle, PV mount options (joined with ","), workload fsGroup,
+ * authentication source (and, for `secret`, the nodePublishSecretRef), driver version.
+ *
+ * @module
+ */
+import type { AuthenticationSource, S3paSpec } from "../api/mountpoint_s3_pod_attachment.ts";
+import type { SharingKey } from "../mppod/naming.ts";
+import type { PersistentVolume, Pod } from "../kube/types.ts";
+import { LABEL_DRIVER_VERSION } from "../mppod/labels.ts";
+
+/** PV volume attribute selecting the authentication source. */
+export const AUTHENTICATION_SOURCE_ATTRIBUTE = "authenticationSource";
+
+/** An invalid `authenticationSource` attribute. */
+export class SharingKeyError extends Error {
+  override name = "SharingKeyError";
+}
+
+/** The authentication source a PV asks for. @throws {SharingKeyError} */
+export function authenticationSource(pv: PersistentVolume): AuthenticationSource {
+  const raw = pv.spec.csi?.volumeAttributes?.[AUTHENTICATION_SOURCE_ATTRIBUTE] ?? "";
+  if (raw === "" || raw === "driver") return "driver";
+  if (raw === "secret") return "secret";
+  throw new SharingKeyError(
+    `PV "${pv.metadata.name}" has volume attribute authenticationSource="${raw}": use "driver" or "secret"`,
+  );
+}
+
+/** Build the key of `pod` using `pv`. @throws {SharingKeyError} */
+export function sharingKey(pod: Pod, pv: PersistentVolume, driverVersion: string): SharingKey {
+  const auth = authenticationSource(pv);
+  const fsGroup = pod.spec.securityContext?.fsGroup;
+  const key: SharingKey = {
+    nodeName: pod.spec.nodeName ?? "",
+    persistentVolumeName: pv.metadata.name ?? "",
+    volumeID: pv.spec.csi?.volumeHandle ?? "",
+    mountOptions: (pv.spec.mountOptions ?? []).join(","),
+    workloadFSGroup: fsGroup === undefined || fsGroup === null ? "" : String(fsGroup),
+    authenticationSource: auth,
+    driverVersion,
+  };
+  if (auth === "secret") {
+    const ref = pv.spec.csi?.nodePublishSecretRef;
+    if (!ref?.name) {
+      throw new SharingKeyError(
+        `PV "${pv.metadata.name}" uses authenticationSource=secret but has no spec.csi.nodePublishSecretRef: add one`,
+      );
+    }
+    return { ...key, secretNamespace: ref.namespace ?? "", secretName: ref.name };
+  }
+  return key;
+}
+
+/** The key an existing S3PA stands for (its spec plus its driver-version label). */
+export function keyOfAttachment(
+  spec: S3paSpec,
+  labels: Readonly<Record<string, string>> | undefined,
+): SharingKey {
+  const { mountpointS3PodAttachments: _, ...rest } = spec;
+  return { ...rest, driverVersion: labels?.[LABEL_DRIVER_VERSION] ?? "" };
+}
+
+/** The S3PA spec fields of a key (without the driver version, which is a label). */
+export function specOfKey(key: SharingKey): Omit<S3paSpec, "mountpointS3PodAttachments"> {
+  const { driverVersion: _, ...spec } = key;
+  return spec;
+}

@@ -1,0 +1,198 @@
+/**
+ * The Mountpoint Pod the controller creates for one sharing key: pure, so it can be unit-tested
+ * and compared field by field.
+ *
+ * What it guarantees (each a requirement of the node plugin, the kubelet or the cluster):
+ * - pinned to the workload's node by node affinity on `metadata.name` (not `nodeName`, so the
+ *   scheduler still checks resources and may preempt), tolerates every taint, Linux only;
+ * - unprivileged: non-root uid/gid, `fsGroup` so the node plugin's root-written files in the comm
+ *   dir are readable, read-only root filesystem, no capabilities, no privilege escalation,
+ *   seccomp `RuntimeDefault`, no service-account token;
+ * - a `comm` emptyDir (Memory, small) at `/comm`, where the mounter listens for the FUSE fd;
+ * - `restartPolicy: OnFailure`: the mounter exits 0 only when asked to (pod `Succeeded`);
+ * - a long termination grace so it outlives workloads on node drain;
+ * - labels/annotations that tie it to its volume and attachment, and let cluster-autoscaler
+ *   treat it like a DaemonSet pod.
+ *
+ * @module
+ */
+import type { Pod } from "../kube/types.ts";
+import type { S3paSpec } from "../api/mountpoint_s3_pod_attachment.ts";
+import {
+  ANNOTATION_ATTACHMENT,
+  ANNOTATION_VOLUME_ID,
+  ANNOTATION_VOLUME_NAME,
+  COMPONENT_MOUNTPOINT_POD,
+  LABEL_COMPONENT,
+  LABEL_DRIVER_VERSION,
+  LABEL_MOUNTPOINT_VERSION,
+} from "./labels.ts";
+import { COMM_DIR, COMM_VOLUME_NAME } from "./paths.ts";
+
+/** Size limit of the comm emptyDir (socket, two small files, credentials). */
+export const COMM_SIZE_LIMIT = "10Mi";
+/** Name of the container in Mountpoint Pods. */
+export const MOUNTPOINT_CONTAINER = "mountpoint";
+/** Where a custom CA bundle is mounted in Mountpoint Pods. */
+export const CUSTOM_CA_DIR = "/etc/ssl/custom-ca";
+
+/** PV volume attributes that tune the Mountpoint container's resources. */
+export const RESOURCE_ATTRIBUTES = {
+  "requests.cpu": "mountpointContainerResourcesRequestsCpu",
+  "requests.memory": "mountpointContainerResourcesRequestsMemory",
+  "limits.cpu": "mountpointContainerResourcesLimitsCpu",
+  "limits.memory": "mountpointContainerResourcesLimitsMemory",
+} as const;
+
+/** PV volume attribute naming the Mountpoint Pod's service account. */
+export const SERVICE_ACCOUNT_ATTRIBUTE = "mountpointPodServiceAccountName";
+
+/** Cluster-wide settings for Mountpoint Pods (from the controller's flags). */
+export interface MountpointPodConfig {
+  readonly namespace: string;
+  readonly image: string;
+  readonly imagePullPolicy: string;
+  readonly command: string;
+  readonly driverVersion: string;
+  readonly mountpointVersion: string;
+  readonly priorityClassName: string;
+  readonly uid: number;
+  readonly terminationGraceSeconds: number;
+  readonly extraLabels: Readonly<Record<string, string>>;
+  readonly cpuRequest: string;
+  readonly memoryRequest: string;
+  readonly memoryLimit: string;
+  /** ConfigMap with `ca-bundle.crt`, or "". */
+  readonly caConfigMap: string;
+}
+
+/** What one Mountpoint Pod serves. */
+export interface MountpointPodTarget {
+  readonly name: string;
+  readonly attachmentName: string;
+  readonly spec: Omit<S3paSpec, "mountpointS3PodAttachments">;
+  /** The PV's `spec.csi.volumeAttributes`. */
+  readonly volumeAttributes: Readonly<Record<string, string>>;
+}
+
+/** A bad PV attribute that stops Mountpoint Pod creation (reported as an Event on the workload). */
+export class MountpointPodSpecError extends Error {
+  override name = "MountpointPodSpecError";
+}
+
+const QUANTITY_REGEXP = /^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
+
+function resources(config: MountpointPodConfig, attrs: Readonly<Record<string, string>>) {
+  const out: { requests: Record<string, string>; limits: Record<string, string> } = {
+    requests: {},
+    limits: {},
+  };
+  if (config.cpuRequest) out.requests.cpu = config.cpuRequest;
+  if (config.memoryRequest) out.requests.memory = config.memoryRequest;
+  if (config.memoryLimit) out.limits.memory = config.memoryLimit;
+  for (const [path, attr] of Object.entries(RESOURCE_ATTRIBUTES)) {
+    const value = attrs[attr];
+    if (value === undefined || value === "") continue;
+    if (!QUANTITY_REGEXP.test(value)) {
+      throw new MountpointPodSpecError(
+        `PV volume attribute ${attr}="${value}" is not a Kubernetes quantity (e.g. 500m, 1Gi): fix the PersistentVolume`,
+      );
+    }
+    const [kind, resource] = path.split(".") as ["requests" | "limits", string];
+    out[kind][resource] = value;
+  }
+  return out;
+}
+
+/** Build the Mountpoint Pod for `target`. @throws {MountpointPodSpecError} on a bad PV attribute */
+export function mountpointPod(config: MountpointPodConfig, target: MountpointPodTarget): Pod {
+  const uid = config.uid;
+  const labels: Record<string, string> = {
+    ...config.extraLabels,
+    "app.kubernetes.io/name": "s3-csi-mountpoint",
+    [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD,
+    [LABEL_DRIVER_VERSION]: config.driverVersion,
+  };
+  if (config.mountpointVersion) labels[LABEL_MOUNTPOINT_VERSION] = config.mountpointVersion;
+  const volumes: Pod["spec"]["volumes"] = [
+    { name: COMM_VOLUME_NAME, emptyDir: { medium: "Memory", sizeLimit: COMM_SIZE_LIMIT } },
+  ];
+  const mounts = [{ name: COMM_VOLUME_NAME, mountPath: COMM_DIR }];
+  if (config.caConfigMap) {
+    volumes.push({
+      name: "custom-ca",
+      configMap: {
+        name: config.caConfigMap,
+        items: [{ key: "ca-bundle.crt", path: "ca-bundle.crt" }],
+      },
+    });
+    mounts.push(
+      { name: "custom-ca", mountPath: CUSTOM_CA_DIR, readOnly: true } as typeof mounts[number],
+    );
+  }
+  const serviceAccount = target.volumeAttributes[SERVICE_ACCOUNT_ATTRIBUTE];
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: target.name,
+      namespace: config.namespace,
+      labels,
+      annotations: {
+        [ANNOTATION_VOLUME_NAME]: target.spec.persistentVolumeName,
+        [ANNOTATION_VOLUME_ID]: target.spec.volumeID,
+        [ANNOTATION_ATTACHMENT]: target.attachmentName,
+        "cluster-autoscaler.kubernetes.io/daemonset-pod": "true",
+      },
+    },
+    spec: {
+      restartPolicy: "OnFailure",
+      ...(config.priorityClassName ? { priorityClassName: config.priorityClassName } : {}),
+      ...(serviceAccount ? { serviceAccountName: serviceAccount } : {}),
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: config.terminationGraceSeconds,
+      nodeSelector: { "kubernetes.io/os": "linux" },
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{
+              matchFields: [{
+                key: "metadata.name",
+                operator: "In",
+                values: [target.spec.nodeName],
+              }],
+            }],
+          },
+        },
+      },
+      tolerations: [{ operator: "Exists" }],
+      securityContext: {
+        runAsUser: uid,
+        runAsGroup: uid,
+        fsGroup: uid,
+        runAsNonRoot: true,
+        seccompProfile: { type: "RuntimeDefault" },
+      },
+      containers: [{
+        name: MOUNTPOINT_CONTAINER,
+        image: config.image,
+        imagePullPolicy: config.imagePullPolicy,
+        command: [config.command],
+        env: [{ name: "MOUNTER_COMM_DIR", value: COMM_DIR }],
+        resources: resources(config, target.volumeAttributes),
+        securityContext: {
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          runAsNonRoot: true,
+          runAsUser: uid,
+          runAsGroup: uid,
+          capabilities: { drop: ["ALL"] },
+          seccompProfile: { type: "RuntimeDefault" },
+        },
+        volumeMounts: mounts,
+      }],
+      volumes,
+    },
+  };
+}
