@@ -158,8 +158,10 @@ export function validateBuiltin(t: ResourceType, obj: JsonObject, old?: JsonObje
     }
   }
   if (t.group === "events.k8s.io" && !old) {
+    // Stored in the core/v1 shape, where reportingController is named reportingComponent.
+    const storedName: Record<string, string> = { reportingController: "reportingComponent" };
     for (const f of ["reportingController", "reportingInstance", "action", "reason"]) {
-      if (!obj[f]) {
+      if (!obj[storedName[f] ?? f]) {
         causes.push({ reason: "FieldValueRequired", message: "Required value", field: f });
       }
     }

@@ -324,7 +324,7 @@ export class Cluster {
     if (w.dryRun) return this.present(t, stored);
     const out = this.store.create(sk, stored);
     if (t.kind === "CustomResourceDefinition") this.#registerCrd(out);
-    this.#gc.schedule();
+    if (meta(out).ownerReferences) this.#gc.schedule();
     return this.present(t, out);
   }
 
@@ -474,7 +474,7 @@ export class Cluster {
     ) {
       this.#remove(t, stored);
     }
-    this.#gc.schedule();
+    if (nm2.deletionTimestamp || nm2.ownerReferences || cm.ownerReferences) this.#gc.schedule();
     return this.present(t, stored);
   }
 

@@ -60,6 +60,14 @@ export class GarbageCollector {
     const c = this.#cluster;
     const all = [...c.store.entries()];
     const uids = new Set(all.map(([, o]) => String(meta(o).uid)));
+    const byOwner = new Map<string, [string, JsonObject][]>();
+    for (const entry of all) {
+      for (const r of (meta(entry[1]).ownerReferences ?? []) as JsonObject[]) {
+        const list = byOwner.get(String(r.uid)) ?? [];
+        list.push(entry);
+        byOwner.set(String(r.uid), list);
+      }
+    }
     let changed = false;
     for (const [sk, obj] of all) {
       const t = c.typeOfStorageKey(sk);
@@ -67,9 +75,7 @@ export class GarbageCollector {
       const m = meta(obj);
       const ns = String(m.namespace ?? "");
       const name = String(m.name);
-      const dependents = all.filter(([, d]) =>
-        ((meta(d).ownerReferences ?? []) as JsonObject[]).some((r) => r.uid === m.uid)
-      );
+      const dependents = byOwner.get(String(m.uid)) ?? [];
       const finalizers = (m.finalizers ?? []) as string[];
       const tryDelete = (fn: () => void) => {
         try {
@@ -90,10 +96,14 @@ export class GarbageCollector {
           const dt = c.typeOfStorageKey(dsk);
           if (!dt) continue;
           const dm = meta(d);
-          dm.ownerReferences = ((dm.ownerReferences ?? []) as JsonObject[]).filter((r) =>
-            r.uid !== m.uid
+          const current = c.store.get(dsk, String(dm.namespace ?? ""), String(dm.name));
+          if (!current) continue;
+          const refs = ((dm.ownerReferences ?? []) as JsonObject[]).filter((r) => r.uid !== m.uid);
+          if (refs.length) dm.ownerReferences = refs;
+          else delete dm.ownerReferences;
+          tryDelete(() =>
+            c.commit(dt, current, d, { manager: "garbage-collector" }, { track: false })
           );
-          tryDelete(() => c.commit(dt, d, d, { manager: "garbage-collector" }, { track: false }));
         }
         tryDelete(() => this.#dropFinalizer(sk, obj, "orphan"));
       } else if (finalizers.includes("foregroundDeletion")) {
