@@ -11,6 +11,9 @@ import { recordUpdate } from "./apply.ts";
 import { checkMicroTimes, defaultOnCreate, validateBuiltin, validateName } from "./admission.ts";
 import { eventToCore, eventToEventsV1 } from "./event_convert.ts";
 import type { ListKeyFn } from "./field_set.ts";
+import { nowSeconds } from "./clock.ts";
+import { crdListKeys, establishCrd } from "./crd_support.ts";
+import { deleteObject, type DeleteOptions, type DeleteResult } from "./deletion.ts";
 import { GarbageCollector } from "./gc.ts";
 import { clone, deepEqual, isObject, type JsonObject, meta } from "./json_value.ts";
 import { ObjectStore } from "./object_store.ts";
@@ -69,18 +72,6 @@ export interface WriteOptions {
   readonly warnings?: string[];
 }
 
-/** DeleteOptions that the emulator honours. */
-export interface DeleteOptions {
-  /** Grace period override. */
-  readonly gracePeriodSeconds?: number;
-  /** `Background` (default), `Foreground` or `Orphan`. */
-  readonly propagationPolicy?: string;
-  /** Preconditions. */
-  readonly preconditions?: { readonly uid?: string; readonly resourceVersion?: string };
-  /** `dryRun=All`. */
-  readonly dryRun?: boolean;
-}
-
 /** Result of a write: the object and whether it was created. */
 export interface WriteResult {
   /** The object as the client should see it. */
@@ -89,18 +80,8 @@ export interface WriteResult {
   readonly created: boolean;
 }
 
-/** Result of a delete. */
-export interface DeleteResult {
-  /** Last state of the object. */
-  readonly object: JsonObject;
-  /** True when it is gone; false when it is only marked for deletion. */
-  readonly gone: boolean;
-}
-
-/** RFC 3339 time in whole seconds, as metav1.Time is serialised. */
-export function nowSeconds(ms = Date.now()): string {
-  return new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
-}
+export type { DeleteOptions, DeleteResult };
+export { nowSeconds };
 
 function specOf(o: JsonObject): JsonObject {
   const { metadata: _m, status: _s, apiVersion: _a, kind: _k, ...rest } = o;
@@ -319,7 +300,7 @@ export class Cluster {
     if (t.statusSubresource) delete obj.status;
     defaultOnCreate(t, obj);
     let stored = this.#admit(t, obj, undefined, w);
-    if (t.kind === "CustomResourceDefinition") stored = this.#establishCrd(stored);
+    if (t.kind === "CustomResourceDefinition") stored = establishCrd(stored);
     if (track) recordUpdate(undefined, stored, this.#mfOptions(t, w.manager));
     if (w.dryRun) return this.present(t, stored);
     const out = this.store.create(sk, stored);
@@ -336,34 +317,6 @@ export class Cluster {
       listKeys: this.listKeys(t),
       ...(subresource ? { subresource } : {}),
     };
-  }
-
-  #establishCrd(crd: JsonObject): JsonObject {
-    const spec = (crd.spec ?? {}) as JsonObject;
-    const now = nowSeconds();
-    crd.status = {
-      conditions: [
-        {
-          type: "NamesAccepted",
-          status: "True",
-          lastTransitionTime: now,
-          reason: "NoConflicts",
-          message: "no conflicts found",
-        },
-        {
-          type: "Established",
-          status: "True",
-          lastTransitionTime: now,
-          reason: "InitialNamesAccepted",
-          message: "the initial names have been accepted",
-        },
-      ],
-      acceptedNames: spec.names ?? {},
-      storedVersions: ((spec.versions ?? []) as JsonObject[]).filter((v) => v.storage).map((v) =>
-        v.name
-      ),
-    };
-    return crd;
   }
 
   #registerCrd(crd: JsonObject): void {
@@ -472,7 +425,7 @@ export class Cluster {
       nm2.deletionTimestamp && !((nm2.finalizers ?? []) as unknown[]).length &&
       !this.#waitsForKubelet(t, stored)
     ) {
-      this.#remove(t, stored);
+      this.removeNow(t, stored);
     }
     if (nm2.deletionTimestamp || nm2.ownerReferences || cm.ownerReferences) this.#gc.schedule();
     return this.present(t, stored);
@@ -483,7 +436,8 @@ export class Cluster {
       Number(meta(obj).deletionGracePeriodSeconds ?? 0) > 0;
   }
 
-  #remove(t: ResourceType, obj: JsonObject): JsonObject | undefined {
+  /** Remove an object now (no finalizer checks); unregisters deleted CRDs' types. */
+  removeNow(t: ResourceType, obj: JsonObject): JsonObject | undefined {
     const m = meta(obj);
     const gone = this.store.remove(storageKey(t), String(m.namespace ?? ""), String(m.name));
     if (gone && t.kind === "CustomResourceDefinition") {
@@ -500,84 +454,17 @@ export class Cluster {
    * marked with `deletionTimestamp`; everything else is removed and dependents are collected.
    */
   delete(t: ResourceType, ns: string, name: string, opts: DeleteOptions = {}): DeleteResult {
-    const sk = storageKey(t);
-    const current = this.store.get(sk, t.namespaced ? ns : "", name);
-    if (!current) throw notFound(this.#ref(t, name));
-    const cm = meta(current);
-    const pre = opts.preconditions ?? {};
-    if (pre.resourceVersion && pre.resourceVersion !== cm.resourceVersion) {
-      throw conflict(
-        this.#ref(t, name),
-        `the ResourceVersion in the precondition (${pre.resourceVersion}) does not match the ResourceVersion in record (${cm.resourceVersion}). The object might have been modified`,
-      );
-    }
-    if (pre.uid && pre.uid !== cm.uid) {
-      throw conflict(
-        this.#ref(t, name),
-        `the UID in the precondition (${pre.uid}) does not match the UID in record (${cm.uid}). The object might have been deleted and then recreated`,
-      );
-    }
-    if (opts.dryRun) return { object: this.present(t, current), gone: true };
-    const next = clone(current);
-    const nm = meta(next);
-    const finalizers = [...((nm.finalizers ?? []) as string[])];
-    const policy = opts.propagationPolicy ?? "Background";
-    if (policy === "Foreground" && !finalizers.includes("foregroundDeletion")) {
-      finalizers.push("foregroundDeletion");
-    }
-    if (policy === "Orphan" && !finalizers.includes("orphan")) finalizers.push("orphan");
-    if (t.kind === "CustomResourceDefinition") {
-      finalizers.push("customresourcecleanup.apiextensions.k8s.io");
-    }
-    let grace = 0;
-    if (t.kind === "Pod" && t.group === "") {
-      grace = this.#podGrace(current, opts.gracePeriodSeconds);
-    }
-    const isNamespace = t.kind === "Namespace" && t.group === "";
-    if (!finalizers.length && grace === 0 && !isNamespace) {
-      if (t.kind === "Pod" && t.group === "") {
-        nm.deletionTimestamp = nowSeconds();
-        nm.deletionGracePeriodSeconds = 0;
-        this.store.update(sk, next);
-      }
-      const gone = this.#remove(t, next) ?? next;
-      return { object: this.present(t, gone), gone: true };
-    }
-    const prevDeadline = cm.deletionTimestamp ? Date.parse(String(cm.deletionTimestamp)) : Infinity;
-    const deadline = Date.now() + grace * 1000;
-    if (deadline < prevDeadline) {
-      nm.deletionTimestamp = nowSeconds(deadline);
-      nm.deletionGracePeriodSeconds = grace;
-    }
-    if (finalizers.length) nm.finalizers = [...new Set(finalizers)];
-    if (isNamespace) {
-      next.status = { ...(isObject(next.status) ? next.status : {}), phase: "Terminating" };
-    }
-    const stored = deepEqual(next, current) ? current : this.store.update(sk, next);
-    if (t.kind === "Pod" && grace > 0 && this.#options.podTerminationMs !== undefined) {
-      this.later(
-        Math.min(this.#options.podTerminationMs, grace * 1000),
-        () => this.#finishPod(t, ns, name),
-      );
-    }
+    return deleteObject(this, t, ns, name, opts);
+  }
+
+  /** See {@link ClusterOptions.podTerminationMs}. */
+  get podTerminationMs(): number | undefined {
+    return this.#options.podTerminationMs;
+  }
+
+  /** Request a garbage-collection sweep soon. */
+  scheduleGc(): void {
     this.#gc.schedule();
-    return { object: this.present(t, stored), gone: false };
-  }
-
-  #podGrace(pod: JsonObject, requested: number | undefined): number {
-    const spec = (pod.spec ?? {}) as JsonObject;
-    const phase = (pod.status as JsonObject | undefined)?.phase;
-    if (!spec.nodeName || phase === "Succeeded" || phase === "Failed") return 0;
-    const g = requested ?? Number(spec.terminationGracePeriodSeconds ?? 30);
-    return g < 0 ? 1 : g;
-  }
-
-  #finishPod(t: ResourceType, ns: string, name: string): void {
-    try {
-      this.delete(t, ns, name, { gracePeriodSeconds: 0 });
-    } catch {
-      // Already gone.
-    }
   }
 
   /** Remove the object right away if it is marked for deletion and nothing holds it. */
@@ -587,7 +474,7 @@ export class Cluster {
       m.deletionTimestamp && !((m.finalizers ?? []) as unknown[]).length &&
       !this.#waitsForKubelet(t, obj)
     ) {
-      this.#remove(t, obj);
+      this.removeNow(t, obj);
     }
   }
 
@@ -595,24 +482,4 @@ export class Cluster {
   typeOfStorageKey(sk: string): ResourceType | undefined {
     return this.registry.all().find((t) => storageKey(t) === sk);
   }
-}
-
-function crdListKeys(
-  schema: JsonObject | undefined,
-  names: readonly string[],
-): readonly string[] | undefined {
-  let cur: unknown = schema;
-  for (const n of names) {
-    if (!isObject(cur)) return undefined;
-    if (cur.type === "array") cur = cur.items;
-    if (!isObject(cur)) return undefined;
-    const props = cur.properties;
-    cur = isObject(props) && props[n] ? props[n] : cur.additionalProperties;
-  }
-  if (!isObject(cur)) return undefined;
-  if (cur["x-kubernetes-list-type"] === "map") {
-    return (cur["x-kubernetes-list-map-keys"] ?? []) as string[];
-  }
-  if (cur["x-kubernetes-list-type"] === "set") return [];
-  return undefined;
 }

@@ -1,5 +1,5 @@
 /**
- * Runs the Kubernetes API contract ({@link CASES}) against the emulator (always) and against a
+ * Runs the Kubernetes API contract (`cases_read.ts`, `cases_write.ts`) against the emulator (always) and against a
  * real cluster when `KUBE_REAL_KUBECONFIG` (or `KUBECONFIG`) names a kubeconfig, e.g. the one
  * `scripts/kube_real/start.sh` writes at `/var/tmp/s3csi-kube-real/kubeconfig`.
  *
@@ -7,7 +7,8 @@
  *   KUBE_REAL_KUBECONFIG=/var/tmp/s3csi-kube-real/kubeconfig deno test -A tests/kube_contract/
  */
 import { startApiServer } from "../../src/apiserver/api_server.ts";
-import { CASES } from "./contract_cases.ts";
+import { READ_CASES } from "./cases_read.ts";
+import { WRITE_CASES } from "./cases_write.ts";
 import { KubeHttp, type KubeTarget, loadTarget } from "./kube_http.ts";
 
 interface Target {
@@ -44,7 +45,7 @@ for (const t of targets) {
       const run = crypto.randomUUID().slice(0, 6);
       const namespaces: string[] = [];
       try {
-        for (const [i, c] of CASES.entries()) {
+        for (const [i, c] of [...READ_CASES, ...WRITE_CASES].entries()) {
           await ctx.step(c.name, async () => {
             const ns = `contract-${run}-${i}`;
             const r = await k.request("POST", "/api/v1/namespaces", {
