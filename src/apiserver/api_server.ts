@@ -119,9 +119,10 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
   const url = `${tls ? "https" : "http"}://${address}`;
   const kubeconfigPath = options.kubeconfigPath ??
     await Deno.makeTempFile({ prefix: "s3csi-apiserver-", suffix: ".kubeconfig" });
-  await Deno.writeTextFile(kubeconfigPath, renderKubeconfig({ server: url, token }), {
-    mode: 0o600,
-  });
+  // Write-then-rename so that a watcher never reads a half-written file: existence = ready.
+  const partial = `${kubeconfigPath}.${crypto.randomUUID().slice(0, 8)}.tmp`;
+  await Deno.writeTextFile(partial, renderKubeconfig({ server: url, token }), { mode: 0o600 });
+  await Deno.rename(partial, kubeconfigPath);
   log.info("Kubernetes API emulator listening on {url}, kubeconfig {kubeconfig}", {
     url,
     kubeconfig: kubeconfigPath,
