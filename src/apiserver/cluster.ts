@@ -431,9 +431,15 @@ export class Cluster {
     return this.present(t, stored);
   }
 
+  /**
+   * A terminating pod with a grace period waits for the kubelet: a grace-0 DELETE, or (emulator
+   * shortcut) a status saying the pod finished (`Succeeded`/`Failed`).
+   */
   #waitsForKubelet(t: ResourceType, obj: JsonObject): boolean {
-    return t.kind === "Pod" && t.group === "" &&
-      Number(meta(obj).deletionGracePeriodSeconds ?? 0) > 0;
+    if (t.kind !== "Pod" || t.group !== "") return false;
+    const phase = (obj.status as JsonObject | undefined)?.phase;
+    if (phase === "Succeeded" || phase === "Failed") return false;
+    return Number(meta(obj).deletionGracePeriodSeconds ?? 0) > 0;
   }
 
   /** Remove an object now (no finalizer checks); unregisters deleted CRDs' types. */

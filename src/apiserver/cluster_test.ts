@@ -128,6 +128,12 @@ Deno.test(
     assert.ok(md(c.get(pods, "default", "bound")).deletionTimestamp);
     assert.equal(c.delete(pods, "default", "bound", { gracePeriodSeconds: 0 }).gone, true);
     assert.throws(() => c.get(pods, "default", "bound"), /not found/);
+    // The status path: a terminating pod whose status says it finished is removed.
+    c.create(pods, "default", pod("finished", "n1"), W);
+    c.delete(pods, "default", "finished");
+    const cur = c.get(pods, "default", "finished");
+    c.update(pods, "default", "finished", { ...cur, status: { phase: "Succeeded" } }, W, "status");
+    assert.throws(() => c.get(pods, "default", "finished"), /not found/);
   }),
 );
 
