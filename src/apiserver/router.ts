@@ -307,7 +307,12 @@ export class ApiRouter {
         for (const o of list.items as JsonObject[]) {
           const m = meta(o);
           try {
-            deleted.push(c.delete(t, String(m.namespace ?? ""), String(m.name), opts).object);
+            const gone = c.delete(t, String(m.namespace ?? ""), String(m.name), opts).object;
+            if (t.custom) deleted.push(gone);
+            else {
+              const { apiVersion: _a, kind: _k, ...item } = gone;
+              deleted.push(item);
+            }
           } catch (err) {
             if (!(err instanceof ApiError && err.code === 404)) throw err;
           }

@@ -112,6 +112,27 @@ export const WRITE_CASES: readonly ContractCase[] = [
     },
   },
   {
+    name: "deletecollection deletes the selected objects and returns them as a list",
+    run: async (k, { ns }) => {
+      for (const n of ["dc1", "dc2"]) {
+        await k.request("POST", CM(ns), { body: cm(n, { dc: "yes" }) });
+      }
+      await k.request("POST", CM(ns), { body: cm("dc3") });
+      const r = await k.request("DELETE", `${CM(ns)}?labelSelector=dc%3Dyes`);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.body.kind, "ConfigMapList");
+      assert.deepEqual(
+        r.body.items.map((i: { metadata: { name: string } }) => i.metadata.name).sort(),
+        [
+          "dc1",
+          "dc2",
+        ],
+      );
+      assert.equal((await k.request("GET", CM(ns, "dc1"))).status, 404);
+      assert.equal((await k.request("GET", CM(ns, "dc3"))).status, 200);
+    },
+  },
+  {
     name: "finalizers hold a deleted object until they are removed",
     run: async (k, { ns }) => {
       const body = { ...cm("fin"), metadata: { name: "fin", finalizers: ["example.com/hold"] } };
