@@ -1,32 +1,41 @@
 /**
- * The mounter process (Mountpoint Pod entrypoint). Receiving the FUSE fd and running the engine
- * arrive with issue #6; until then the binary validates its configuration and comm dir, and exits
- * with {@link MOUNTER_EXIT_NO_MESSAGE} and a message saying that fd receiving is not available, so a
- * Mountpoint Pod never pretends to serve a mount.
+ * The mounter process (Mountpoint Pod entrypoint): wires {@link Mounter} to the real system.
  *
  * @module
  */
-import { ConfigError } from "../util/errors.ts";
+import type { Engine } from "../mppod/mount_message.ts";
+import { RealFiles } from "../sys/files.ts";
+import { RealSpawner } from "../sys/process.ts";
+import { RealSys } from "../sys/sys.ts";
 import type { ParsedConfig } from "../util/config.ts";
 import { logger } from "../util/log.ts";
-import { MOUNTER_EXIT_NO_MESSAGE } from "../mppod/exit_codes.ts";
+import { DRIVER_VERSION } from "../util/version.ts";
+import { Mounter } from "./mounter.ts";
 import type { MOUNTER_OPTIONS } from "./mounter_options.ts";
 
 /** Run the mounter; resolves with the exit code. */
 export async function runMounter(
   config: ParsedConfig<typeof MOUNTER_OPTIONS>,
-  _signal: AbortSignal,
+  signal: AbortSignal,
 ): Promise<number> {
   const log = logger("mounter");
-  const dir = config["comm-dir"];
-  const info = await Deno.stat(dir).catch(() => undefined);
-  if (!info?.isDirectory) {
-    throw new ConfigError(
-      `comm dir "${dir}" does not exist or is not a directory: mount the comm emptyDir there`,
-    );
-  }
-  log.error("This build cannot receive mount requests yet (fd passing lands with issue #6)", {
-    commDir: dir,
+  const workDir = await Deno.makeTempDir({ prefix: "s3csi-mounter-" });
+  log.info("Mounter {version} starting (uid {uid}), comm dir {commDir}", {
+    version: DRIVER_VERSION,
+    uid: Deno.uid(),
+    commDir: config["comm-dir"],
   });
-  return MOUNTER_EXIT_NO_MESSAGE;
+  try {
+    return await new Mounter({
+      sys: new RealSys(),
+      files: new RealFiles(),
+      spawner: new RealSpawner(),
+      commDir: config["comm-dir"],
+      workDir,
+      receiveTimeoutMs: config["receive-timeout"],
+      engine: config.engine as "auto" | Engine, // checked by the flag's choices
+    }).run(signal);
+  } finally {
+    await Deno.remove(workDir, { recursive: true }).catch(() => {});
+  }
 }

@@ -41,6 +41,44 @@ export const NODE_OPTIONS = {
     default: DEFAULT_MOUNTPOINT_NAMESPACE,
     description: "Namespace of the Mountpoint Pods",
   },
+  "metrics-port": {
+    type: "integer",
+    env: "METRICS_PORT",
+    default: 0,
+    description: "TCP port of the Prometheus /metrics endpoint; 0 disables it",
+  },
+  "s3-endpoint-url": {
+    type: "string",
+    env: "AWS_ENDPOINT_URL",
+    description: "S3 endpoint of every volume (e.g. https://s3.example.com); AWS when unset",
+  },
+  "s3-region": {
+    type: "string",
+    env: "AWS_REGION",
+    default: "us-east-1",
+    description: "Default S3 region (a volume's region option overrides it)",
+  },
+  "attachment-timeout": {
+    type: "duration",
+    default: 90_000,
+    description:
+      "How long NodePublishVolume waits for the Mountpoint Pod assignment and for that pod to run",
+  },
+  "mount-timeout": {
+    type: "duration",
+    default: 30_000,
+    description: "How long NodePublishVolume waits for a new FUSE mount to answer",
+  },
+  "read-ahead-kb": {
+    type: "integer",
+    default: 1024,
+    description: "Read-ahead of new FUSE mounts in KiB (0 keeps the kernel default of 128)",
+  },
+  "bucket-check": {
+    type: "boolean",
+    default: true,
+    description: "Check with HeadBucket that the bucket is reachable before a new mount",
+  },
   "shutdown-grace": {
     type: "duration",
     default: 10_000,

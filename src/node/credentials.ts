@@ -1,0 +1,157 @@
+/**
+ * S3 credentials of a volume: driver-level (the node plugin's own `AWS_ACCESS_KEY_ID` /
+ * `AWS_SECRET_ACCESS_KEY` [/ `AWS_SESSION_TOKEN`]) or per-volume (the PV's `nodePublishSecretRef`,
+ * which kubelet resolves and sends as `secrets`).
+ *
+ * There is **no fallback** between the two (upstream silently uses driver credentials when a
+ * `secret` volume arrives without secrets): `secret` without secrets, and secrets on a `driver`
+ * volume, are both refused with a message that says what to fix.
+ *
+ * Credentials reach the engine as an AWS shared-credentials profile written into the Mountpoint
+ * Pod's comm dir (files 0600, owned by the pod's user); only the file paths travel in the mount
+ * message's environment.
+ *
+ * @module
+ */
+import { failedPrecondition, invalidArgument } from "../csi/errors.ts";
+import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
+import { COMM_DIR, CREDENTIALS_DIR } from "../mppod/paths.ts";
+
+/** Keys accepted in a node-publish Secret. */
+export const SECRET_KEYS = {
+  accessKeyId: "access_key_id",
+  secretAccessKey: "secret_access_key",
+  sessionToken: "session_token",
+} as const;
+
+/** Profile name written in the credential files. */
+export const PROFILE_NAME = "s3-csi";
+/** Credentials file name inside the credentials dir. */
+export const CREDENTIALS_FILE = "s3-csi-credentials";
+/** Config file name inside the credentials dir. */
+export const CONFIG_FILE = "s3-csi-config";
+
+const ACCESS_KEY_REGEXP = /^[A-Za-z0-9]{1,128}$/;
+const SECRET_KEY_REGEXP = /^[A-Za-z0-9/+=-]{1,128}$/;
+const TOKEN_REGEXP = /^[A-Za-z0-9/+=-]{1,4096}$/;
+
+/** Resolved credentials. */
+export interface S3Credentials {
+  /** Where they came from. */
+  readonly source: AuthenticationSource;
+  /** Access key id (not secret; may be logged for audit). */
+  readonly accessKeyId: string;
+  /** Secret access key. */
+  readonly secretAccessKey: string;
+  /** Session token of temporary credentials. */
+  readonly sessionToken?: string;
+}
+
+function checkKeys(
+  where: string,
+  accessKeyId: string | undefined,
+  secretAccessKey: string | undefined,
+  sessionToken: string | undefined,
+): string | undefined {
+  if (!accessKeyId || !ACCESS_KEY_REGEXP.test(accessKeyId)) {
+    return `${where}: access key id is missing or malformed (expected 1-128 letters and digits)`;
+  }
+  if (!secretAccessKey || !SECRET_KEY_REGEXP.test(secretAccessKey)) {
+    return `${where}: secret access key is missing or malformed (expected 1-128 characters of A-Z a-z 0-9 / + = -)`;
+  }
+  if (sessionToken !== undefined && !TOKEN_REGEXP.test(sessionToken)) {
+    return `${where}: session token is malformed`;
+  }
+  return undefined;
+}
+
+/**
+ * Resolve the credentials of a publish.
+ * @param secrets the request's `secrets` (node-publish Secret data)
+ * @param driverEnv the node plugin's environment
+ * @throws {CsiError} InvalidArgument (volume misconfigured) or FailedPrecondition (driver lacks
+ *   credentials)
+ */
+export function resolveCredentials(
+  source: AuthenticationSource,
+  secrets: Readonly<Record<string, string>> | null | undefined,
+  driverEnv: (name: string) => string | undefined,
+): S3Credentials {
+  const given = Object.keys(secrets ?? {});
+  if (source === "driver") {
+    if (given.length > 0) {
+      throw invalidArgument(
+        `The volume has node-publish secrets but authenticationSource is "driver": set volumeAttributes.authenticationSource: secret to use the Secret, or remove nodePublishSecretRef`,
+      );
+    }
+    const accessKeyId = driverEnv("AWS_ACCESS_KEY_ID")?.trim();
+    const secretAccessKey = driverEnv("AWS_SECRET_ACCESS_KEY")?.trim();
+    const sessionToken = driverEnv("AWS_SESSION_TOKEN")?.trim() || undefined;
+    const problem = checkKeys(
+      "Driver credentials",
+      accessKeyId,
+      secretAccessKey,
+      sessionToken,
+    );
+    if (problem) {
+      throw failedPrecondition(
+        `${problem}. Configure the driver's credential Secret (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY of the node plugin), or use authenticationSource: secret`,
+      );
+    }
+    return {
+      source,
+      accessKeyId: accessKeyId!,
+      secretAccessKey: secretAccessKey!,
+      ...(sessionToken ? { sessionToken } : {}),
+    };
+  }
+  if (given.length === 0) {
+    throw invalidArgument(
+      `authenticationSource is "secret" but kubelet sent no node-publish secrets: set spec.csi.nodePublishSecretRef on the PersistentVolume (keys ${SECRET_KEYS.accessKeyId}, ${SECRET_KEYS.secretAccessKey}) and make sure the Secret exists`,
+    );
+  }
+  const s = secrets ?? {};
+  const accessKeyId = s[SECRET_KEYS.accessKeyId]?.trim();
+  const secretAccessKey = s[SECRET_KEYS.secretAccessKey]?.trim();
+  const sessionToken = s[SECRET_KEYS.sessionToken]?.trim() || undefined;
+  const problem = checkKeys("Node-publish Secret", accessKeyId, secretAccessKey, sessionToken);
+  if (problem) {
+    throw invalidArgument(
+      `${problem}. The Secret must hold keys ${SECRET_KEYS.accessKeyId} and ${SECRET_KEYS.secretAccessKey} (got keys: ${
+        given.sort().join(", ")
+      })`,
+    );
+  }
+  return {
+    source,
+    accessKeyId: accessKeyId!,
+    secretAccessKey: secretAccessKey!,
+    ...(sessionToken ? { sessionToken } : {}),
+  };
+}
+
+/** The shared-credentials file content. */
+export function credentialsFileText(c: S3Credentials): string {
+  const lines = [
+    `[${PROFILE_NAME}]`,
+    `aws_access_key_id=${c.accessKeyId}`,
+    `aws_secret_access_key=${c.secretAccessKey}`,
+  ];
+  if (c.sessionToken) lines.push(`aws_session_token=${c.sessionToken}`);
+  return `${lines.join("\n")}\n`;
+}
+
+/** The config file content. */
+export function configFileText(): string {
+  return `[profile ${PROFILE_NAME}]\n`;
+}
+
+/** Environment that points the engine at the credential files, as seen inside the pod. */
+export function credentialsEnv(commDir: string = COMM_DIR): string[] {
+  const dir = `${commDir}/${CREDENTIALS_DIR}`;
+  return [
+    `AWS_CONFIG_FILE=${dir}/${CONFIG_FILE}`,
+    `AWS_PROFILE=${PROFILE_NAME}`,
+    `AWS_SHARED_CREDENTIALS_FILE=${dir}/${CREDENTIALS_FILE}`,
+  ];
+}

@@ -1,0 +1,232 @@
+/**
+ * Validation of NodePublishVolume requests, before anything is touched: volume id, target path
+ * (inside the kubelet dir, in the kubelet's CSI target shape), volume capability and access mode,
+ * volume context (`bucketName`, `authenticationSource`, `engine`, `prefix`, `region`) and the mount
+ * options (allow-list). The result is a {@link PublishParams} with the driver's own options added.
+ *
+ * Pure: no I/O, so every rule is unit-tested without permissions.
+ *
+ * @module
+ */
+import type {
+  NodePublishVolumeRequest,
+  VolumeCapability,
+  VolumeCapability_AccessMode_Mode,
+} from "../csi/gen/csi_types.ts";
+import { invalidArgument } from "../csi/errors.ts";
+import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
+import { type Engine, ENGINES } from "../mppod/mount_message.ts";
+import { parseTargetPath } from "../mppod/paths.ts";
+import { type MountOptions, parseMountOptions } from "./mount_options.ts";
+
+/** Volume context keys this driver reads. */
+export const VOLUME_CONTEXT = {
+  bucketName: "bucketName",
+  authenticationSource: "authenticationSource",
+  engine: "engine",
+  prefix: "prefix",
+  region: "region",
+  podUID: "csi.storage.k8s.io/pod.uid",
+} as const;
+
+/** Access modes a bucket can be published with. */
+export const SUPPORTED_ACCESS_MODES: readonly VolumeCapability_AccessMode_Mode[] = [
+  "MULTI_NODE_MULTI_WRITER",
+  "MULTI_NODE_READER_ONLY",
+  "SINGLE_NODE_WRITER",
+  "SINGLE_NODE_READER_ONLY",
+  "SINGLE_NODE_SINGLE_WRITER",
+  "SINGLE_NODE_MULTI_WRITER",
+];
+
+const READ_ONLY_MODES: readonly VolumeCapability_AccessMode_Mode[] = [
+  "MULTI_NODE_READER_ONLY",
+  "SINGLE_NODE_READER_ONLY",
+];
+
+/** Dir and file modes given to an fsGroup (group members may read and write). */
+export const FS_GROUP_DIR_MODE = "0770";
+/** File mode given with an fsGroup. */
+export const FS_GROUP_FILE_MODE = "0660";
+
+const BUCKET_REGEXP = /^[A-Za-z0-9][A-Za-z0-9._-]{1,61}[A-Za-z0-9]$/;
+// deno-lint-ignore no-control-regex
+const CONTROL_REGEXP = /[\x00-\x1f\x7f]/;
+
+/** A validated publish request. */
+export interface PublishParams {
+  /** CSI volume handle. */
+  readonly volumeId: string;
+  /** The kubelet's target path (`…/mount`). */
+  readonly targetPath: string;
+  /** Workload pod UID (from the target path, cross-checked with the volume context). */
+  readonly podUID: string;
+  /** PV name (from the target path). */
+  readonly volumeName: string;
+  /** Bucket. */
+  readonly bucket: string;
+  /** The FUSE source is mounted read-only (read-only option or a reader-only access mode). */
+  readonly readOnlyVolume: boolean;
+  /** The workload's bind mount is read-only (`readonly` field or {@link readOnlyVolume}). */
+  readonly readOnlyTarget: boolean;
+  /** Where S3 credentials come from. */
+  readonly authenticationSource: AuthenticationSource;
+  /** Engine asked for by the volume; the mounter's default when undefined. */
+  readonly engine: Engine | undefined;
+  /** Workload fsGroup (`volume_mount_group`), when kubelet sent one. */
+  readonly fsGroup: number | undefined;
+  /** Mount options after the driver's additions. */
+  readonly options: MountOptions;
+}
+
+/** Check a volume id. @throws {CsiError} InvalidArgument */
+export function checkVolumeId(volumeId: string | null | undefined): string {
+  if (!volumeId) throw invalidArgument("Volume ID not provided");
+  if (volumeId.length > 1024 || CONTROL_REGEXP.test(volumeId)) {
+    throw invalidArgument(`Volume ID "${volumeId.slice(0, 80)}" is malformed`);
+  }
+  return volumeId;
+}
+
+/**
+ * Check a target path: absolute, no `.`/`..` segments or empty segments, inside the kubelet dir
+ * and shaped `<kubelet>/pods/<podUID>/volumes/kubernetes.io~csi/<pv>/mount`.
+ * @throws {CsiError} InvalidArgument
+ */
+export function checkTargetPath(
+  kubeletRoot: string,
+  targetPath: string | null | undefined,
+  field = "Target path",
+): { podUID: string; volumeName: string } {
+  if (!targetPath) throw invalidArgument(`${field} not provided`);
+  const segments = targetPath.split("/").slice(1);
+  if (
+    !targetPath.startsWith("/") || CONTROL_REGEXP.test(targetPath) ||
+    segments.some((s) => s === "" || s === "." || s === "..")
+  ) {
+    throw invalidArgument(
+      `${field} "${targetPath}" must be an absolute path without ".", ".." or empty segments`,
+    );
+  }
+  const parsed = parseTargetPath(kubeletRoot, targetPath);
+  if (parsed === undefined) {
+    throw invalidArgument(
+      `${field} "${targetPath}" is not a kubelet CSI target path: expected ${kubeletRoot}/pods/<pod-uid>/volumes/kubernetes.io~csi/<pv-name>/mount (is --kubelet-path right?)`,
+    );
+  }
+  return parsed;
+}
+
+/** Check the volume capability; returns whether its access mode is read-only. */
+function checkCapability(cap: VolumeCapability | null | undefined): boolean {
+  if (!cap) throw invalidArgument("Volume capability not provided");
+  if (cap.block || cap.accessType === "block") {
+    throw invalidArgument(
+      "Block volumes are not supported: S3 buckets are mounted as file systems",
+    );
+  }
+  const mode = cap.accessMode?.mode ?? "UNKNOWN";
+  if (!SUPPORTED_ACCESS_MODES.includes(mode)) {
+    throw invalidArgument(
+      `Access mode ${mode} is not supported; use one of ${SUPPORTED_ACCESS_MODES.join(", ")}`,
+    );
+  }
+  return READ_ONLY_MODES.includes(mode);
+}
+
+function mergeContextOption(
+  options: MountOptions,
+  name: "prefix" | "region",
+  value: string | undefined,
+): void {
+  if (value === undefined || value === "") return;
+  const fromOptions = options.get(name);
+  if (fromOptions !== undefined && fromOptions !== value) {
+    throw invalidArgument(
+      `Volume attribute "${name}" ("${value}") conflicts with mount option "${name}=${fromOptions}"; set it in one place`,
+    );
+  }
+  const parsed = parseMountOptions([`${name}=${value}`]);
+  options.set(name, parsed.get(name)!);
+}
+
+/**
+ * Validate a NodePublishVolume request.
+ * @throws {CsiError} InvalidArgument with a message that names the field and what to fix
+ */
+export function validatePublish(
+  req: NodePublishVolumeRequest,
+  kubeletRoot: string,
+): PublishParams {
+  const volumeId = checkVolumeId(req.volumeId);
+  const { podUID, volumeName } = checkTargetPath(kubeletRoot, req.targetPath);
+  const readOnlyMode = checkCapability(req.volumeCapability);
+  const ctx = req.volumeContext ?? {};
+  const contextUID = ctx[VOLUME_CONTEXT.podUID];
+  if (contextUID && contextUID !== podUID) {
+    throw invalidArgument(
+      `Pod UID "${contextUID}" in the volume context does not match the target path's "${podUID}"`,
+    );
+  }
+  const bucket = ctx[VOLUME_CONTEXT.bucketName];
+  if (!bucket) {
+    throw invalidArgument(
+      `Bucket name not provided: set volumeAttributes.bucketName on the PersistentVolume`,
+    );
+  }
+  if (!BUCKET_REGEXP.test(bucket) || bucket.includes("..")) {
+    throw invalidArgument(`Bucket name "${bucket.slice(0, 80)}" is not a valid S3 bucket name`);
+  }
+  const auth = ctx[VOLUME_CONTEXT.authenticationSource] || "driver";
+  if (auth !== "driver" && auth !== "secret") {
+    throw invalidArgument(
+      `Unknown authenticationSource "${auth}": use "driver" (default) or "secret" (with nodePublishSecretRef)`,
+    );
+  }
+  const engine = ctx[VOLUME_CONTEXT.engine] || undefined;
+  if (engine !== undefined && !ENGINES.includes(engine as Engine)) {
+    throw invalidArgument(`Unknown engine "${engine}": use one of ${ENGINES.join(", ")}`);
+  }
+  const mount = req.volumeCapability?.mount;
+  const options = parseMountOptions(mount?.mountFlags ?? []);
+  mergeContextOption(options, "prefix", ctx[VOLUME_CONTEXT.prefix]);
+  mergeContextOption(options, "region", ctx[VOLUME_CONTEXT.region]);
+
+  let fsGroup: number | undefined;
+  const group = mount?.volumeMountGroup;
+  if (group) {
+    if (!/^\d{1,10}$/.test(group) || Number(group) > 2 ** 31 - 1) {
+      throw invalidArgument(`Volume mount group "${group}" is not a numeric group id`);
+    }
+    fsGroup = Number(group);
+    const gid = options.get("gid");
+    if (gid !== undefined && gid !== group) {
+      throw invalidArgument(
+        `Mount option "gid=${gid}" conflicts with the pod's fsGroup ${group}; remove one of them`,
+      );
+    }
+    options.set("gid", group);
+    if (!options.has("dir-mode")) options.set("dir-mode", FS_GROUP_DIR_MODE);
+    if (!options.has("file-mode")) options.set("file-mode", FS_GROUP_FILE_MODE);
+  }
+  const readOnlyVolume = readOnlyMode || options.has("read-only");
+  if (readOnlyVolume) options.set("read-only", true);
+  // The kernel mount always has allow_other (workloads run as any uid); permissions are then
+  // checked by the kernel (default_permissions) against uid/gid/modes.
+  options.delete("allow-root");
+  options.set("allow-other", true);
+  options.set("force-path-style", true);
+  return {
+    volumeId,
+    targetPath: req.targetPath!,
+    podUID,
+    volumeName,
+    bucket,
+    readOnlyVolume,
+    readOnlyTarget: readOnlyVolume || req.readonly === true,
+    authenticationSource: auth,
+    engine: engine as Engine | undefined,
+    fsGroup,
+    options,
+  };
+}

@@ -1,0 +1,95 @@
+/**
+ * {@link BucketProbe}: one `HeadBucket` before a new source mount, so that a missing bucket, wrong
+ * credentials or an unreachable endpoint fail NodePublishVolume at once with a message the user
+ * can act on (engines such as rclone would otherwise mount fine and fail on first access).
+ *
+ * The real implementation loads `@aws-sdk/client-s3` on first use only.
+ *
+ * @module
+ */
+import { errorMessage, TimeoutError } from "../util/errors.ts";
+
+/** What is probed. */
+export interface ProbeTarget {
+  /** Bucket name. */
+  readonly bucket: string;
+  /** S3 endpoint URL; the SDK default (AWS) when undefined. */
+  readonly endpoint: string | undefined;
+  /** Signing region. */
+  readonly region: string;
+  /** Path-style addressing. */
+  readonly forcePathStyle: boolean;
+  /** Credentials. */
+  readonly accessKeyId: string;
+  /** Credentials. */
+  readonly secretAccessKey: string;
+  /** Credentials. */
+  readonly sessionToken?: string | undefined;
+}
+
+/** Outcome of a probe. */
+export type ProbeResult =
+  | { readonly ok: true }
+  | {
+    readonly ok: false;
+    readonly reason: "no-such-bucket" | "access-denied" | "unreachable" | "other";
+    readonly message: string;
+  };
+
+/** Checks that a bucket is reachable with given credentials. */
+export interface BucketProbe {
+  /** Probe `target`; never throws (failures are results). */
+  probe(target: ProbeTarget, timeoutMs: number): Promise<ProbeResult>;
+}
+
+/** Classify an SDK error. */
+export function classifyProbeError(err: unknown): ProbeResult {
+  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
+  const status = e?.$metadata?.httpStatusCode;
+  const message = errorMessage(err);
+  if (status === 404 || e?.name === "NotFound" || e?.name === "NoSuchBucket") {
+    return { ok: false, reason: "no-such-bucket", message };
+  }
+  if (status === 403 || status === 401 || e?.name === "Forbidden") {
+    return { ok: false, reason: "access-denied", message };
+  }
+  if (status === undefined || err instanceof TimeoutError) {
+    return { ok: false, reason: "unreachable", message };
+  }
+  return { ok: false, reason: "other", message: `HTTP ${status}: ${message}` };
+}
+
+/** {@link BucketProbe} with `@aws-sdk/client-s3`. */
+export class AwsBucketProbe implements BucketProbe {
+  /** {@inheritDoc BucketProbe.probe} */
+  async probe(target: ProbeTarget, timeoutMs: number): Promise<ProbeResult> {
+    const { S3Client, HeadBucketCommand } = await import("@aws-sdk/client-s3");
+    const client = new S3Client({
+      region: target.region,
+      ...(target.endpoint ? { endpoint: target.endpoint } : {}),
+      forcePathStyle: target.forcePathStyle,
+      credentials: {
+        accessKeyId: target.accessKeyId,
+        secretAccessKey: target.secretAccessKey,
+        ...(target.sessionToken ? { sessionToken: target.sessionToken } : {}),
+      },
+      maxAttempts: 2,
+      requestChecksumCalculation: "WHEN_REQUIRED",
+      responseChecksumValidation: "WHEN_REQUIRED",
+    });
+    try {
+      await client.send(new HeadBucketCommand({ Bucket: target.bucket }), {
+        abortSignal: AbortSignal.timeout(timeoutMs),
+      });
+      return { ok: true };
+    } catch (err) {
+      const aborted = (err as { name?: string })?.name === "AbortError" ||
+        (err as { name?: string })?.name === "TimeoutError";
+      return classifyProbeError(
+        aborted ? new TimeoutError(`S3 HeadBucket "${target.bucket}"`, timeoutMs) : err,
+      );
+    } finally {
+      client.destroy();
+    }
+  }
+}
