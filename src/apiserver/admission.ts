@@ -112,6 +112,19 @@ export function defaultOnCreate(t: ResourceType, obj: JsonObject): void {
       obj.spec = { finalizers: ["kubernetes"], ...(isObject(obj.spec) ? obj.spec : {}) };
       obj.status = { phase: "Active" };
       break;
+    case "/PersistentVolume": {
+      const spec = (isObject(obj.spec) ? obj.spec : obj.spec = {}) as JsonObject;
+      spec.persistentVolumeReclaimPolicy ??= "Retain";
+      spec.volumeMode ??= "Filesystem";
+      obj.status = { phase: "Pending" };
+      break;
+    }
+    case "/PersistentVolumeClaim": {
+      const spec = (isObject(obj.spec) ? obj.spec : obj.spec = {}) as JsonObject;
+      spec.volumeMode ??= "Filesystem";
+      obj.status = { phase: "Pending" };
+      break;
+    }
     case "apps/Deployment":
     case "apps/DaemonSet": {
       const spec = (isObject(obj.spec) ? obj.spec : obj.spec = {}) as JsonObject;

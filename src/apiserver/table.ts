@@ -61,6 +61,17 @@ function col(name: string, type = "string", priority = 0, description = ""): Tab
 
 type Row = (o: JsonObject, now: number) => unknown[];
 
+const ACCESS_MODES: Readonly<Record<string, string>> = {
+  ReadWriteOnce: "RWO",
+  ReadOnlyMany: "ROX",
+  ReadWriteMany: "RWX",
+  ReadWriteOncePod: "RWOP",
+};
+
+function accessMode(mode: string): string {
+  return ACCESS_MODES[mode] ?? mode;
+}
+
 function podRow(o: JsonObject, now: number): unknown[] {
   const spec = (o.spec ?? {}) as JsonObject;
   const status = (o.status ?? {}) as JsonObject;
@@ -136,6 +147,89 @@ const BUILTIN_TABLES: Readonly<Record<string, { columns: TableColumn[]; row: Row
           ?.kubeletVersion ?? "",
       ];
     },
+  },
+  "/events": {
+    columns: [
+      col("Last Seen"),
+      col("Type"),
+      col("Reason"),
+      col("Object"),
+      col("Message"),
+      col("Source", "string", 1),
+      col("Count", "string", 1),
+    ],
+    row: (o, now) => {
+      const inv = (o.involvedObject ?? {}) as JsonObject;
+      const m = o.metadata as JsonObject;
+      const last = o.lastTimestamp ?? o.eventTime ?? m.creationTimestamp;
+      return [
+        humanAge(last, now),
+        o.type ?? "",
+        o.reason ?? "",
+        `${String(inv.kind ?? "").toLowerCase()}/${inv.name ?? ""}`,
+        o.message ?? "",
+        ((o.source ?? {}) as JsonObject).component ?? o.reportingComponent ?? "",
+        String(o.count ?? 1),
+      ];
+    },
+  },
+  "/persistentvolumes": {
+    columns: [
+      col("Name"),
+      col("Capacity"),
+      col("Access Modes"),
+      col("Reclaim Policy"),
+      col("Status"),
+      col("Claim"),
+      col("StorageClass"),
+      col("Age"),
+    ],
+    row: (o, now) => {
+      const spec = (o.spec ?? {}) as JsonObject;
+      const claim = (spec.claimRef ?? {}) as JsonObject;
+      return [
+        (o.metadata as JsonObject).name,
+        ((spec.capacity ?? {}) as JsonObject).storage ?? "",
+        ((spec.accessModes ?? []) as string[]).map(accessMode).join(","),
+        spec.persistentVolumeReclaimPolicy ?? "",
+        ((o.status ?? {}) as JsonObject).phase ?? "",
+        claim.name ? `${claim.namespace}/${claim.name}` : "",
+        spec.storageClassName ?? "",
+        humanAge((o.metadata as JsonObject).creationTimestamp, now),
+      ];
+    },
+  },
+  "/persistentvolumeclaims": {
+    columns: [
+      col("Name"),
+      col("Status"),
+      col("Volume"),
+      col("Capacity"),
+      col("Access Modes"),
+      col("StorageClass"),
+      col("Age"),
+    ],
+    row: (o, now) => {
+      const spec = (o.spec ?? {}) as JsonObject;
+      const status = (o.status ?? {}) as JsonObject;
+      return [
+        (o.metadata as JsonObject).name,
+        status.phase ?? "Pending",
+        spec.volumeName ?? "",
+        ((status.capacity ?? {}) as JsonObject).storage ?? "",
+        ((status.accessModes ?? []) as string[]).map(accessMode).join(","),
+        spec.storageClassName ?? "",
+        humanAge((o.metadata as JsonObject).creationTimestamp, now),
+      ];
+    },
+  },
+  "coordination.k8s.io/leases": {
+    columns: [col("Name"), col("Holder"), col("Age")],
+    row: (o, now) => [
+      (o.metadata as JsonObject).name,
+      ((o.spec ?? {}) as JsonObject).holderIdentity ?? "",
+      humanAge((o.metadata as JsonObject).creationTimestamp, now),
+    ],
   },
   "apps/deployments": {
     columns: [
