@@ -30,11 +30,11 @@ export async function waitFor<T>(
   what: string,
   check: () => T | Promise<T>,
   { timeoutMs = 10_000, intervalMs = 20 } = {},
-): Promise<NonNullable<T>> {
+): Promise<Exclude<NonNullable<T>, false | "" | 0>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await check();
-    if (v) return v as NonNullable<T>;
+    if (v) return v as Exclude<NonNullable<T>, false | "" | 0>;
     if (Date.now() > deadline) {
       throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
     }

@@ -1,42 +1,226 @@
 /**
- * The controller process. Today it loads the Kubernetes configuration and, when `--csi-endpoint` is
- * set, serves the CSI Identity service there; the pod reconciler (issue #5) and the CSI Controller
- * service (issue #7) plug in here as they land.
+ * The controller process:
+ * 1. load the Kubernetes configuration; serve /metrics, /healthz, /readyz;
+ * 2. when `--csi-endpoint` is set, serve CSI Identity there;
+ * 3. contend for the leader Lease (unless `--leader-elect=false`); while leading, run informers
+ *    for Pods, PVCs, PVs and S3PAs, the reconcile queue and the stale cleaner;
+ * 4. on SIGTERM/SIGINT stop everything within `--shutdown-grace`; if leadership is lost, exit 1 so
+ *    a fresh process contends again (as client-go controllers do).
  *
  * @module
  */
+import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachment.ts";
 import { parseEndpoint } from "../csi/endpoint.ts";
 import { IdentityService } from "../csi/identity_service.ts";
 import { CsiServer } from "../csi/server.ts";
+import { objectKey } from "../kube/client.ts";
+import { ApiEventRecorder } from "../kube/event_recorder.ts";
+import { Informer } from "../kube/informer.ts";
 import { loadKubeConfig } from "../kube/kube_config.ts";
-import type { ParsedConfig } from "../util/config.ts";
+import { runLeaderElection } from "../kube/leader_election.ts";
+import { PODS, PVCS, PVS, S3PAS } from "../kube/resources.ts";
+import { RestKubeClient } from "../kube/rest_client.ts";
+import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
+import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
+import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../mppod/labels.ts";
+import { errorMessage } from "../util/errors.ts";
+import { startHealthServer } from "../util/health_server.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
-import type { CONTROLLER_OPTIONS } from "./controller_options.ts";
+import type { ControllerConfig } from "./controller_options.ts";
+import { PromControllerMetrics } from "./prom_metrics.ts";
+import { type ControllerCaches, INDEX, Reconciler, registerIndexes } from "./reconciler.ts";
+import { StaleCleaner } from "./stale_cleaner.ts";
+import { WorkQueue } from "./work_queue.ts";
+
+/** Exit code when leadership was lost. */
+export const EXIT_LOST_LEADERSHIP = 1;
+
+/** Mountpoint Pod settings from the controller's configuration. */
+export function mountpointPodConfig(config: ControllerConfig): MountpointPodConfig {
+  return {
+    namespace: config["mountpoint-namespace"],
+    image: config["mountpoint-image"],
+    imagePullPolicy: config["mountpoint-image-pull-policy"],
+    command: config["mountpoint-command"],
+    driverVersion: DRIVER_VERSION,
+    mountpointVersion: config["mountpoint-version"],
+    priorityClassName: config["mountpoint-priority-class-name"],
+    uid: config["mountpoint-uid"],
+    terminationGraceSeconds: config["mountpoint-termination-grace"],
+    extraLabels: config["mountpoint-pod-labels"] ? JSON.parse(config["mountpoint-pod-labels"]) : {},
+    cpuRequest: config["mountpoint-cpu-request"],
+    memoryRequest: config["mountpoint-memory-request"],
+    memoryLimit: config["mountpoint-memory-limit"],
+    caConfigMap: config["tls-ca-configmap"],
+  };
+}
 
 /** Run the controller until `signal` aborts; resolves with the exit code. */
 export async function runController(
-  config: ParsedConfig<typeof CONTROLLER_OPTIONS>,
+  config: ControllerConfig,
   signal: AbortSignal,
 ): Promise<number> {
   const log = logger("controller");
   const kube = loadKubeConfig();
-  log.info("Starting controller {version}; Kubernetes API from {source}", {
+  const client = new RestKubeClient(kube.config, {
+    userAgent: `s3-csi-controller/${DRIVER_VERSION}`,
+  });
+  const identity = `${Deno.env.get("POD_NAME") ?? Deno.hostname()}_${
+    crypto.randomUUID().slice(0, 8)
+  }`;
+  log.info("Starting controller {version} as {identity}; Kubernetes API {server} from {source}", {
     version: DRIVER_VERSION,
+    identity,
+    server: kube.server,
     source: kube.source,
   });
+  const metrics = new PromControllerMetrics();
+  let leading = false;
+  let synced = false;
+  const health = config["metrics-address"]
+    ? await startHealthServer({
+      address: config["metrics-address"],
+      signal,
+      ready: () => !config["leader-elect"] || !leading || synced,
+      metrics: async () => ({
+        contentType: metrics.registry.contentType,
+        body: await metrics.registry.metrics(),
+      }),
+    })
+    : undefined;
   const endpoint = config["csi-endpoint"];
-  const server = endpoint
+  const csi = endpoint
     ? new CsiServer({
       socketPath: parseEndpoint(endpoint),
       services: { identity: new IdentityService({ controllerService: false }) },
     })
     : undefined;
-  await server?.start();
-  await new Promise<void>((resolve) => {
-    if (signal.aborted) resolve();
-    else signal.addEventListener("abort", () => resolve(), { once: true });
+  await csi?.start();
+
+  const lead = async (leaderSignal: AbortSignal) => {
+    leading = true;
+    await runReconciler(config, client, identity, metrics, leaderSignal, () => (synced = true));
+    leading = false;
+    synced = false;
+  };
+  let code = 0;
+  if (config["leader-elect"]) {
+    const outcome = await runLeaderElection({
+      client,
+      namespace: config["leader-election-namespace"],
+      name: "s3-csi-controller",
+      identity,
+      leaseDurationMs: config["leader-election-lease-duration"],
+      renewDeadlineMs: config["leader-election-renew-deadline"],
+      retryPeriodMs: config["leader-election-retry-period"],
+      onStartedLeading: lead,
+    }, signal);
+    if (outcome === "lost") code = EXIT_LOST_LEADERSHIP;
+  } else {
+    await lead(signal);
+  }
+  await csi?.stop(config["shutdown-grace"]);
+  await health?.finished;
+  return code;
+}
+
+/** Informers + queue + cleaner, until `signal` aborts. */
+async function runReconciler(
+  config: ControllerConfig,
+  client: RestKubeClient,
+  identity: string,
+  metrics: PromControllerMetrics,
+  signal: AbortSignal,
+  onSynced: () => void,
+): Promise<void> {
+  const log = logger("controller");
+  const caches: ControllerCaches = {
+    pods: new Informer<Pod>(client, PODS, { resyncMs: 10 * 60_000 }),
+    pvcs: new Informer<PersistentVolumeClaim>(client, PVCS),
+    pvs: new Informer<PersistentVolume>(client, PVS),
+    s3pas: new Informer<MountpointS3PodAttachment>(client, S3PAS),
+  };
+  registerIndexes(caches);
+  const podConfig = mountpointPodConfig(config);
+  const reconciler = new Reconciler({
+    client,
+    caches,
+    podConfig,
+    recorder: new ApiEventRecorder(client, "s3-csi-controller", identity),
+    metrics,
   });
-  await server?.stop(config["shutdown-grace"]);
-  return 0;
+  const queue = new WorkQueue({
+    workers: config.workers,
+    process: (key) => reconciler.reconcile(key),
+    observe: (_, outcome, seconds) => metrics.reconcile(outcome, seconds),
+  });
+  const enqueuePod = (p: Pod) => queue.add(objectKey(p));
+  caches.pods.on({
+    add: enqueuePod,
+    update: (_, p) => enqueuePod(p),
+    delete: (p) => {
+      reconciler.podDeleted(p);
+      enqueuePod(p);
+    },
+  });
+  const enqueueClaimUsers = (c: PersistentVolumeClaim) => {
+    for (const p of caches.pods.byIndex(INDEX.podClaim, objectKey(c))) enqueuePod(p);
+  };
+  caches.pvcs.on({ add: enqueueClaimUsers, update: (_, c) => enqueueClaimUsers(c) });
+  caches.s3pas.on({
+    delete: (s) => {
+      // Someone deleted an attachment: re-check its workloads and Mountpoint Pods.
+      for (const [mp, list] of Object.entries(s.spec?.mountpointS3PodAttachments ?? {})) {
+        queue.add(`${podConfig.namespace}/${mp}`);
+        for (const a of list) {
+          for (const p of caches.pods.byIndex(INDEX.podUID, a.workloadPodUID)) enqueuePod(p);
+        }
+      }
+    },
+  });
+  const informers = Object.values(caches).map((i) => i.run(signal));
+  try {
+    await Promise.all(Object.values(caches).map((i) => i.waitForSync(120_000, signal)));
+  } catch (err) {
+    if (!signal.aborted) log.error("Caches did not sync: {error}", { error: errorMessage(err) });
+    await Promise.allSettled(informers);
+    return;
+  }
+  onSynced();
+  log.info("Caches synced: {pods} pods, {attachments} attachments; reconciling", {
+    pods: caches.pods.list().length,
+    attachments: caches.s3pas.list().length,
+  });
+  const gauges = setInterval(() => {
+    const podsByPhase: Record<string, number> = {};
+    for (const p of caches.pods.list()) {
+      if (
+        p.metadata.namespace === podConfig.namespace &&
+        p.metadata.labels?.[LABEL_COMPONENT] === COMPONENT_MOUNTPOINT_POD
+      ) {
+        const phase = p.status?.phase ?? "Unknown";
+        podsByPhase[phase] = (podsByPhase[phase] ?? 0) + 1;
+      }
+    }
+    const s3pas = caches.s3pas.list();
+    metrics.gauges({
+      attachments: s3pas.length,
+      workloads: s3pas.reduce(
+        (n, s) => n + Object.values(s.spec.mountpointS3PodAttachments).flat().length,
+        0,
+      ),
+      podsByPhase,
+    });
+  }, 5_000);
+  const cleaner = new StaleCleaner({
+    client,
+    caches,
+    reconciler,
+    namespace: podConfig.namespace,
+    intervalMs: config["stale-cleanup-interval"],
+    thresholdMs: config["stale-attachment-threshold"],
+  });
+  await Promise.all([queue.run(signal), cleaner.run(signal), ...informers]);
+  clearInterval(gauges);
 }

@@ -13,7 +13,7 @@
  */
 import type { KubeClient, KubeObject, ListOptions, WatchEvent } from "./client.ts";
 import { objectKey } from "./client.ts";
-import { GoneError } from "./errors.ts";
+import { GoneError, NotFoundError } from "./errors.ts";
 import type { Resource } from "./resources.ts";
 import { errorMessage, TimeoutError } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
@@ -160,10 +160,13 @@ export class Informer<T extends KubeObject> {
             continue;
           }
           backoff = Math.min(backoff ? backoff * 2 : 1000, this.#options.maxBackoffMs ?? 30_000);
+          const hint = err instanceof NotFoundError && this.#resource.group.includes(".")
+            ? ` (is the CustomResourceDefinition ${this.#resource.plural}.${this.#resource.group} installed?)`
+            : "";
           this.#log.warn("List/watch of {resource} failed, retrying in {ms} ms: {error}", {
             resource: this.#resource.plural,
             ms: backoff,
-            error: errorMessage(err),
+            error: errorMessage(err) + hint,
           });
           await sleep(backoff, signal);
         }

@@ -294,9 +294,16 @@ export class RestKubeClient implements KubeClient {
     if (!res.body) return;
     const decoder = new TextDecoder();
     let buffer = "";
+    // undici does not end a body that is being read when the request's signal aborts: cancel the
+    // reader ourselves so an aborted watch returns at once.
+    const reader = res.body.getReader();
+    const cancel = () => void reader.cancel().catch(() => {});
+    opts.signal?.addEventListener("abort", cancel, { once: true });
     try {
-      for await (const chunk of res.body) {
-        buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value as Uint8Array, { stream: true });
         let nl: number;
         while ((nl = buffer.indexOf("\n")) >= 0) {
           const line = buffer.slice(0, nl).trim();
@@ -324,6 +331,9 @@ export class RestKubeClient implements KubeClient {
     } catch (err) {
       if (opts.signal?.aborted) return;
       throw err;
+    } finally {
+      opts.signal?.removeEventListener("abort", cancel);
+      cancel();
     }
   }
 }

@@ -1,0 +1,126 @@
+/**
+ * Test clusters for controller tests: the API emulator (always) and a real kube-apiserver when
+ * `KUBE_REAL_KUBECONFIG` names its kubeconfig (the tier started by `scripts/kube_real/start.sh`).
+ * Both are reached through the same client code production uses.
+ *
+ * @module
+ */
+import { KubeConfig } from "@kubernetes/client-node";
+import { s3paCrd } from "../../src/api/mountpoint_s3_pod_attachment.ts";
+import type { KubeClient } from "../../src/kube/client.ts";
+import { NAMESPACES, type Resource } from "../../src/kube/resources.ts";
+import { RestKubeClient } from "../../src/kube/rest_client.ts";
+import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { waitFor } from "../_helpers.ts";
+
+/** CustomResourceDefinitions. */
+export const CRDS: Resource = {
+  group: "apiextensions.k8s.io",
+  version: "v1",
+  plural: "customresourcedefinitions",
+  kind: "CustomResourceDefinition",
+  namespaced: false,
+};
+
+const SERVICE_ACCOUNTS: Resource = {
+  group: "",
+  version: "v1",
+  plural: "serviceaccounts",
+  kind: "ServiceAccount",
+  namespaced: true,
+};
+
+/** A cluster to test against. */
+export interface TestCluster extends AsyncDisposable {
+  readonly name: "emulator" | "real";
+  readonly kubeconfig: string;
+  readonly client: RestKubeClient;
+  /** A namespace unique to this test, for workloads. */
+  readonly namespace: string;
+  /** The Mountpoint Pod namespace, unique to this test. */
+  readonly mpNamespace: string;
+}
+
+/** Which clusters are available here; the real one only when `KUBE_REAL_KUBECONFIG` is set. */
+export function clusterKinds(): ("emulator" | "real")[] {
+  const real = Deno.env.get("KUBE_REAL_KUBECONFIG");
+  if (!real) {
+    console.error(
+      "controller tests: KUBE_REAL_KUBECONFIG not set, real kube-apiserver tier skipped",
+    );
+    return ["emulator"];
+  }
+  return ["emulator", "real"];
+}
+
+async function ensureCrd(client: KubeClient): Promise<void> {
+  const crd = s3paCrd() as { metadata: { name: string } };
+  if (!(await client.get(CRDS, crd.metadata.name))) {
+    await client.create(CRDS, crd as never).catch((err) => {
+      if (!/already exists/i.test(String(err))) throw err;
+    });
+  }
+  await waitFor("the CRD to be served", async () => {
+    const got = await client.get<{ status?: { conditions?: { type: string; status: string }[] } }>(
+      CRDS,
+      crd.metadata.name,
+    );
+    return got?.status?.conditions?.some((c) => c.type === "Established" && c.status === "True") ??
+      false;
+  }, { timeoutMs: 20_000, intervalMs: 100 });
+}
+
+/** Start (emulator) or connect to (real) a cluster, with the CRD and two fresh namespaces. */
+export async function testCluster(kind: "emulator" | "real"): Promise<TestCluster> {
+  let kubeconfig: string;
+  let stop = () => Promise.resolve();
+  if (kind === "emulator") {
+    const server = await startApiServer({ podTerminationMs: 0 });
+    kubeconfig = server.kubeconfigPath;
+    stop = async () => {
+      await server.stop();
+      await Deno.remove(kubeconfig).catch(() => {});
+    };
+  } else {
+    kubeconfig = Deno.env.get("KUBE_REAL_KUBECONFIG")!;
+  }
+  const config = new KubeConfig();
+  config.loadFromFile(kubeconfig);
+  const client = new RestKubeClient(config);
+  await ensureCrd(client);
+  const suffix = crypto.randomUUID().slice(0, 8);
+  const namespace = `w-${suffix}`;
+  const mpNamespace = `mp-${suffix}`;
+  for (const ns of [namespace, mpNamespace]) {
+    await client.create(NAMESPACES, { metadata: { name: ns } });
+  }
+  if (kind === "real") {
+    // The ServiceAccount admission plugin needs each namespace's "default" account (made by
+    // kube-controller-manager) before it admits pods.
+    for (const ns of [namespace, mpNamespace]) {
+      await waitFor(
+        `serviceaccount ${ns}/default`,
+        () => client.get(SERVICE_ACCOUNTS, "default", ns),
+        {
+          timeoutMs: 30_000,
+          intervalMs: 200,
+        },
+      );
+    }
+  }
+  return {
+    name: kind,
+    kubeconfig,
+    client,
+    namespace,
+    mpNamespace,
+    async [Symbol.asyncDispose]() {
+      if (kind === "real") {
+        for (const ns of [namespace, mpNamespace]) {
+          await client.delete(NAMESPACES, ns).catch(() => {});
+        }
+      }
+      await stop();
+    },
+  };
+}
