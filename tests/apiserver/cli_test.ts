@@ -1,6 +1,7 @@
 /**
  * `deno task apiserver` (src/cmd/apiserver/main.ts) as a separate process: it writes the
- * kubeconfig once it listens, kubectl works with it over HTTPS + token, and SIGTERM stops it.
+ * kubeconfig once it listens, kubectl and a client-node child process (informer) work with it
+ * over HTTPS + token, and SIGTERM stops it.
  */
 import assert from "node:assert/strict";
 import { kubectl, waitFor } from "./_helpers.ts";
@@ -31,6 +32,15 @@ Deno.test("s3-csi-apiserver writes a kubeconfig, serves kubectl and exits on SIG
     const r = await kubectl(kc, ["get", "namespaces", "-o", "name"]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /namespace\/kube-system/);
+    const probe = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", new URL("./_client_node_probe.ts", import.meta.url).pathname],
+      env: { KUBECONFIG: kc },
+      stdout: "piped",
+      stderr: "piped",
+      signal: AbortSignal.timeout(20_000),
+    }).output();
+    const probeOut = new TextDecoder().decode(probe.stdout);
+    assert.equal(probeOut.trim(), "ok 4 from-child", new TextDecoder().decode(probe.stderr));
   } finally {
     child.kill("SIGTERM");
     const status = await child.status;
