@@ -45,6 +45,7 @@ export interface TestCluster extends AsyncDisposable {
 export function clusterKinds(): ("emulator" | "real")[] {
   const real = Deno.env.get("KUBE_REAL_KUBECONFIG");
   if (!real) {
+    // deno-lint-ignore no-console
     console.error(
       "controller tests: KUBE_REAL_KUBECONFIG not set, real kube-apiserver tier skipped",
     );
