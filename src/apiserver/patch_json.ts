@@ -20,6 +20,7 @@ export interface JsonPatchOp {
 
 /** A JSON patch that cannot be applied. `testFailed` marks a failed `test` op. */
 export class JsonPatchError extends Error {
+  /** Error name. */
   override name = "JsonPatchError";
   /** Create an error; `testFailed` is true for a failing `test` op. */
   constructor(message: string, readonly testFailed = false) {

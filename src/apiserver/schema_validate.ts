@@ -20,7 +20,8 @@ export interface SchemaResult {
   readonly unknownFields: string[];
 }
 
-type Schema = Record<string, unknown>;
+/** A (structural) OpenAPI v3 schema object. */
+export type Schema = Record<string, unknown>;
 
 function typeName(v: unknown): string {
   if (v === null) return "null";

@@ -34,6 +34,7 @@ export interface StatusDetails {
 
 /** A request failure with its HTTP code, Status reason and details. */
 export class ApiError extends Error {
+  /** Error name. */
   override name = "ApiError";
   /** Create an error answered with HTTP `code` and Status `reason`. */
   constructor(

@@ -17,6 +17,7 @@ export interface ServingCert {
 
 /** `openssl` failed or is missing. */
 export class CertificateError extends Error {
+  /** Error name. */
   override name = "CertificateError";
 }
 

@@ -35,6 +35,7 @@ interface Subscriber {
 
 /** Thrown by {@link WatchHub.replay} when the requested resourceVersion is no longer in history. */
 export class HistoryExpiredError extends Error {
+  /** Error name. */
   override name = "HistoryExpiredError";
   /** Create the error for requested `rv`, when the oldest replayable one is `oldest`. */
   constructor(readonly rv: number, readonly oldest: number) {
