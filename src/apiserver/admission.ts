@@ -112,6 +112,9 @@ export function defaultOnCreate(t: ResourceType, obj: JsonObject): void {
       obj.spec = { finalizers: ["kubernetes"], ...(isObject(obj.spec) ? obj.spec : {}) };
       obj.status = { phase: "Active" };
       break;
+    case "/Secret":
+      obj.type ??= "Opaque";
+      break;
     case "/PersistentVolume": {
       const spec = (isObject(obj.spec) ? obj.spec : obj.spec = {}) as JsonObject;
       spec.persistentVolumeReclaimPolicy ??= "Retain";

@@ -26,6 +26,7 @@ import { isObject, type JsonObject, meta } from "./json_value.ts";
 import { listObjects, parseSelection } from "./list_request.ts";
 import { openApiGroupVersion, openApiIndex } from "./openapi.ts";
 import { patchObject } from "./patch_request.ts";
+import { decodeKubeProtobuf, ProtobufDecodeError } from "./protobuf_decode.ts";
 import type { ResourceType } from "./resources.ts";
 import {
   ApiError,
@@ -234,12 +235,17 @@ export class ApiRouter {
 
   async #readBody(req: Request): Promise<unknown> {
     const ct = mediaType(req.headers.get("content-type"));
-    const text = await req.text();
     if (ct.includes("protobuf")) {
-      throw unsupportedMediaType(
-        "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
-      );
+      try {
+        return decodeKubeProtobuf(new Uint8Array(await req.arrayBuffer()));
+      } catch (err) {
+        if (!(err instanceof ProtobufDecodeError)) throw err;
+        throw unsupportedMediaType(
+          "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        );
+      }
     }
+    const text = await req.text();
     try {
       return ct === "application/yaml" ? parseYaml(text) : JSON.parse(text);
     } catch (err) {

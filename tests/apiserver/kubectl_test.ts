@@ -236,6 +236,35 @@ Deno.test("kubectl replace with a stale resourceVersion gets 409 Conflict", asyn
   );
 });
 
+Deno.test("kubectl's typed create generators (protobuf bodies) work", async () => {
+  const { kubeconfigPath: kc } = await server();
+  for (
+    const args of [
+      ["create", "namespace", "typed"],
+      ["-n", "typed", "create", "configmap", "cm1", "--from-literal=a=b"],
+      ["-n", "typed", "create", "secret", "generic", "s1", "--from-literal=k=v"],
+      ["-n", "typed", "create", "serviceaccount", "sa1"],
+    ]
+  ) {
+    const r = await kubectl(kc, args);
+    assert.equal(r.code, 0, `${args.join(" ")}: ${r.stderr}`);
+  }
+  const cm = JSON.parse(
+    (await kubectl(kc, ["-n", "typed", "get", "cm", "cm1", "-o", "json"])).stdout,
+  );
+  assert.deepEqual(cm.data, { a: "b" });
+  const secret = JSON.parse(
+    (await kubectl(kc, ["-n", "typed", "get", "secret", "s1", "-o", "json"])).stdout,
+  );
+  assert.deepEqual(secret.data, { k: "dg==" });
+  assert.equal(secret.type, "Opaque");
+  const dup = await kubectl(kc, ["create", "namespace", "typed"]);
+  assert.match(
+    dup.stderr,
+    /Error from server \(AlreadyExists\): namespaces "typed" already exists/,
+  );
+});
+
 Deno.test("stop the shared emulator", async () => {
   await api?.stop();
 });
