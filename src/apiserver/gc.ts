@@ -15,7 +15,7 @@
  * @module
  */
 import type { Cluster } from "./cluster.ts";
-import { isObject, type JsonObject, meta } from "./json_value.ts";
+import { clone, isObject, type JsonObject, meta } from "./json_value.ts";
 import { logger } from "../util/log.ts";
 import { storageKey } from "./resources.ts";
 
@@ -58,7 +58,8 @@ export class GarbageCollector {
   /** One pass; returns true when it changed something. */
   sweep(): boolean {
     const c = this.#cluster;
-    const all = [...c.store.entries()];
+    // Read-only references: anything that is modified below is cloned first.
+    const all = [...c.store.scan()] as [string, JsonObject][];
     const uids = new Set(all.map(([, o]) => String(meta(o).uid)));
     const byOwner = new Map<string, [string, JsonObject][]>();
     for (const entry of all) {
@@ -95,14 +96,15 @@ export class GarbageCollector {
         for (const [dsk, d] of dependents) {
           const dt = c.typeOfStorageKey(dsk);
           if (!dt) continue;
-          const dm = meta(d);
-          const current = c.store.get(dsk, String(dm.namespace ?? ""), String(dm.name));
+          const current = c.store.get(dsk, String(meta(d).namespace ?? ""), String(meta(d).name));
           if (!current) continue;
+          const next = clone(current);
+          const dm = meta(next);
           const refs = ((dm.ownerReferences ?? []) as JsonObject[]).filter((r) => r.uid !== m.uid);
           if (refs.length) dm.ownerReferences = refs;
           else delete dm.ownerReferences;
           tryDelete(() =>
-            c.commit(dt, current, d, { manager: "garbage-collector" }, { track: false })
+            c.commit(dt, current, next, { manager: "garbage-collector" }, { track: false })
           );
         }
         tryDelete(() => this.#dropFinalizer(sk, obj, "orphan"));
@@ -119,25 +121,28 @@ export class GarbageCollector {
         if (!dependents.length) tryDelete(() => this.#dropFinalizer(sk, obj, "foregroundDeletion"));
       }
       if (t.kind === "Namespace" && t.group === "") {
-        changed = this.#drainNamespace(name, obj) || changed;
+        changed = this.#drainNamespace(name) || changed;
       }
       if (t.kind === "CustomResourceDefinition") changed = this.#dropCrd(obj) || changed;
     }
     return changed;
   }
 
-  #dropFinalizer(sk: string, obj: JsonObject, finalizer: string): void {
+  #dropFinalizer(sk: string, stale: JsonObject, finalizer: string): void {
     const c = this.#cluster;
     const t = c.typeOfStorageKey(sk)!;
+    const current = c.store.get(sk, String(meta(stale).namespace ?? ""), String(meta(stale).name));
+    if (!current) return;
+    const obj = clone(current);
     const m = meta(obj);
     m.finalizers = ((m.finalizers ?? []) as string[]).filter((f) => f !== finalizer);
     if (!(m.finalizers as string[]).length) delete m.finalizers;
-    c.commit(t, c.store.get(sk, String(m.namespace ?? ""), String(m.name))!, obj, {
+    c.commit(t, current, obj, {
       manager: "garbage-collector",
     }, { track: false });
   }
 
-  #drainNamespace(ns: string, nsObj: JsonObject): boolean {
+  #drainNamespace(ns: string): boolean {
     const c = this.#cluster;
     let remaining = 0;
     for (const t of c.registry.all()) {
@@ -153,12 +158,12 @@ export class GarbageCollector {
       }
     }
     if (remaining > 0) return true;
-    const spec = isObject(nsObj.spec) ? nsObj.spec : {};
     const t = c.typeOfStorageKey("/namespaces")!;
-    nsObj.spec = { ...spec, finalizers: [] };
     const current = c.store.get("/namespaces", "", ns);
     if (!current) return false;
-    const stored = c.commit(t, current, nsObj, { manager: "namespace-controller" }, {
+    const next = clone(current);
+    next.spec = { ...(isObject(next.spec) ? next.spec : {}), finalizers: [] };
+    const stored = c.commit(t, current, next, { manager: "namespace-controller" }, {
       track: false,
     });
     c.finalizeIfReady(t, stored);

@@ -56,9 +56,12 @@ export class ObjectStore {
     return keys.map((k) => clone(b.get(k)!));
   }
 
-  /** Every stored object with its storage key (copies); used by garbage collection. */
-  *entries(): Generator<[string, JsonObject]> {
-    for (const [sk, b] of this.#data) for (const o of b.values()) yield [sk, clone(o)];
+  /**
+   * Every stored object with its storage key, **not copied**: callers must not modify them.
+   * Used by garbage collection, which scans everything on each sweep.
+   */
+  *scan(): Generator<[string, Readonly<JsonObject>]> {
+    for (const [sk, b] of this.#data) for (const o of b.values()) yield [sk, o];
   }
 
   /** Insert a new object; sets `metadata.resourceVersion`. Returns the stored copy. */
