@@ -1,8 +1,60 @@
 import assert from "node:assert/strict";
+import { CsiError } from "../csi/errors.ts";
+import { SysError } from "../sys/errno.ts";
 import { NodeService } from "./node_service.ts";
+import { ROOT, world } from "./_test_fixtures.ts";
 
 Deno.test("NodeService.nodeGetInfo() returns the node id without topology", async () => {
   assert.deepEqual(await new NodeService({ nodeId: "worker-1" }).nodeGetInfo(), {
     nodeId: "worker-1",
   });
+});
+
+Deno.test("NodeService.nodeGetCapabilities() offers mount group, stats and condition", async () => {
+  const caps = await new NodeService({ nodeId: "n" }).nodeGetCapabilities();
+  assert.deepEqual(caps.capabilities?.map((c) => c.rpc?.type), [
+    "VOLUME_MOUNT_GROUP",
+    "GET_VOLUME_STATS",
+    "VOLUME_CONDITION",
+  ]);
+});
+
+Deno.test("NodeService publish, stats (healthy, dead, not mounted), unpublish", async () => {
+  await using w = await world();
+  const observed: string[] = [];
+  const svc = new NodeService({
+    nodeId: "node-1",
+    kubeletRoot: ROOT,
+    publisher: w.publisher,
+    sys: w.sys,
+    files: w.files,
+    pods: w.pods,
+    metrics: {
+      observePublish: (r) => observed.push(`publish:${r}`),
+      observeUnpublish: (r) => observed.push(`unpublish:${r}`),
+    },
+  });
+  await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const t = w.target("uid-a", "pv-1");
+  await svc.nodePublishVolume({
+    volumeId: "vol-pv-1",
+    targetPath: t,
+    volumeCapability: { mount: {}, accessMode: { mode: "SINGLE_NODE_WRITER" } },
+    volumeContext: { bucketName: "bucket-1" },
+  });
+  const ok = await svc.nodeGetVolumeStats({ volumeId: "vol-pv-1", volumePath: t });
+  assert.equal(ok.volumeCondition?.abnormal, false);
+  w.files.failStat(t, new SysError(107, "stat", { path: t }));
+  const dead = await svc.nodeGetVolumeStats({ volumeId: "vol-pv-1", volumePath: t });
+  assert.equal(dead.volumeCondition?.abnormal, true);
+  assert.match(dead.volumeCondition?.message ?? "", /not connected.*repaired on the next/);
+  w.files.failStat(t, undefined);
+  await svc.nodeUnpublishVolume({ volumeId: "vol-pv-1", targetPath: t });
+  await assert.rejects(
+    svc.nodeGetVolumeStats({ volumeId: "vol-pv-1", volumePath: t }),
+    (e: unknown) => e instanceof CsiError && e.code === 5,
+  );
+  await assert.rejects(svc.nodePublishVolume({ volumeId: "v" }), /Target path not provided/);
+  assert.deepEqual(observed, ["publish:OK", "unpublish:OK", "publish:INVALID_ARGUMENT"]);
 });

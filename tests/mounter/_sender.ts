@@ -18,6 +18,7 @@ async function main(socket: string, payloadFile: string, fdKind: string): Promis
     const f = await Deno.open(payloadFile);
     files.push(f);
     // Deno exposes no fd numbers; /proc/self/fd lists the newest open file last.
+    // deno-lint-ignore no-sync-fn-in-async-fn
     const entries = [...Deno.readDirSync("/proc/self/fd")].map((e) => Number(e.name)).sort((a, b) =>
       a - b
     );

@@ -65,6 +65,7 @@ nodeTest("killing the engine: stats report abnormal, a republish repairs the vol
   // The engine got the FUSE fd and nothing else of ours (no socket, no credentials file).
   const cmdline = (await Deno.readTextFile(`/proc/${rclone}/cmdline`)).split("\0");
   const fdArg = cmdline.find((a) => a.startsWith("/dev/fd/"))!;
+  // deno-lint-ignore no-sync-fn-in-async-fn
   const fds = [...Deno.readDirSync(`/proc/${rclone}/fd`)].map((e): [string, string] => {
     try {
       return [e.name, Deno.readLinkSync(`/proc/${rclone}/fd/${e.name}`)];

@@ -1,0 +1,132 @@
+/**
+ * Shared fixtures of the node unit tests: a fake cluster (S3PA + Mountpoint Pod), fake sys and
+ * files, a fake mounter answering on the comm socket, and a publisher wired to them.
+ *
+ * @module
+ */
+import { API_VERSION } from "../api/group_version.ts";
+import { FakeKubeClient } from "../kube/fake_client.ts";
+import type { KubeObject } from "../kube/client.ts";
+import { PODS, S3PAS } from "../kube/resources.ts";
+import { hostCommDir, MOUNT_SOCK } from "../mppod/paths.ts";
+import { type MountMessage, parseMountMessage } from "../mppod/mount_message.ts";
+import { FakeFiles } from "../sys/fake_files.ts";
+import { FakeSys } from "../sys/fake_sys.ts";
+import { KeyedMutex } from "../util/keyed_mutex.ts";
+import { MountpointPods } from "./mountpoint_pods.ts";
+import { Publisher, type PublisherOptions } from "./publisher.ts";
+
+/** Kubelet root of the fixtures. */
+export const ROOT = "/var/lib/kubelet";
+/** Node name. */
+export const NODE = "node-1";
+
+/** The fake world. */
+export interface World extends AsyncDisposable {
+  kube: FakeKubeClient;
+  sys: FakeSys;
+  files: FakeFiles;
+  pods: MountpointPods;
+  locks: KeyedMutex;
+  publisher: Publisher;
+  /** Messages the fake mounters received, by pod name. */
+  received: Map<string, MountMessage[]>;
+  addMountpointPod(name: string, phase?: string): Promise<string>;
+  assign(pv: string, mpPod: string, workloads: string[]): Promise<void>;
+  target(uid: string, pv: string): string;
+}
+
+const DRIVER_ENV: Record<string, string> = {
+  AWS_ACCESS_KEY_ID: "AKIATEST",
+  AWS_SECRET_ACCESS_KEY: "secretTEST",
+};
+
+/** Build the world. */
+export async function world(more: Partial<PublisherOptions> = {}): Promise<World> {
+  const kube = new FakeKubeClient();
+  const sys = new FakeSys();
+  const files = new FakeFiles();
+  const locks = new KeyedMutex();
+  const pods = new MountpointPods(kube, { nodeName: NODE, namespace: "mount-s3" });
+  const stop = new AbortController();
+  const running = pods.run(stop.signal);
+  await pods.waitForSync(1000);
+  const received = new Map<string, MountMessage[]>();
+  const serving: Promise<void>[] = [];
+  const publisher = new Publisher({
+    sys,
+    files,
+    pods,
+    locks,
+    kubeletRoot: ROOT,
+    env: (n) => DRIVER_ENV[n],
+    endpoint: "http://s3.local:9000",
+    region: "us-east-1",
+    readAheadKb: 1024,
+    timeouts: { attachmentMs: 300, podRunningMs: 300, connectMs: 300, readyMs: 300 },
+    ...more,
+  });
+  const w: World = {
+    kube,
+    sys,
+    files,
+    pods,
+    locks,
+    publisher,
+    received,
+    async addMountpointPod(name, phase = "Running") {
+      const pod = await kube.create<KubeObject>(PODS, {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name, namespace: "mount-s3" },
+        spec: { nodeName: NODE, securityContext: { runAsUser: 1000, fsGroup: 1000 } },
+        status: { phase },
+      });
+      const uid = pod.metadata!.uid!;
+      const comm = hostCommDir(ROOT, uid);
+      files.addDir(comm);
+      const listener = await sys.listenUnix(`${comm}/${MOUNT_SOCK}`);
+      // A fake mounter: accept connections and record messages until disposed.
+      serving.push((async () => {
+        while (!stop.signal.aborted) {
+          const conn = await sys.accept(listener, { timeoutMs: 60_000, signal: stop.signal })
+            .catch(() => undefined);
+          if (!conn) return;
+          const msg = await sys.receiveWithFds(conn, { maxBytes: 65536, timeoutMs: 1000 });
+          const list = received.get(name) ?? [];
+          list.push(parseMountMessage(msg.bytes));
+          received.set(name, list);
+        }
+      })());
+      return uid;
+    },
+    async assign(pv, mpPod, workloads) {
+      await kube.create(S3PAS, {
+        apiVersion: API_VERSION,
+        kind: "MountpointS3PodAttachment",
+        metadata: { name: `s3pa-${pv}-${mpPod}` },
+        spec: {
+          nodeName: NODE,
+          persistentVolumeName: pv,
+          volumeID: `vol-${pv}`,
+          mountOptions: "",
+          workloadFSGroup: "",
+          authenticationSource: "driver",
+          mountpointS3PodAttachments: {
+            [mpPod]: workloads.map((w) => ({
+              workloadPodUID: w,
+              attachmentTime: "2026-01-01T00:00:00Z",
+            })),
+          },
+        },
+      } as KubeObject);
+    },
+    target: (uid, pv) => `${ROOT}/pods/${uid}/volumes/kubernetes.io~csi/${pv}/mount`,
+    async [Symbol.asyncDispose]() {
+      stop.abort();
+      await running;
+      await Promise.all(serving);
+    },
+  };
+  return w;
+}

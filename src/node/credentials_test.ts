@@ -1,0 +1,78 @@
+import assert from "node:assert/strict";
+import { CsiError } from "../csi/errors.ts";
+import { credentialsEnv, credentialsFileText, resolveCredentials } from "./credentials.ts";
+
+const env = (vars: Record<string, string>) => (n: string) => vars[n];
+const DRIVER = env({ AWS_ACCESS_KEY_ID: "AKIADRIVER", AWS_SECRET_ACCESS_KEY: "drv/Secret+1=" });
+
+Deno.test("resolveCredentials() driver: from the node's environment", () => {
+  const c = resolveCredentials("driver", undefined, DRIVER);
+  assert.deepEqual(c, {
+    source: "driver",
+    accessKeyId: "AKIADRIVER",
+    secretAccessKey: "drv/Secret+1=",
+  });
+  assert.equal(
+    credentialsFileText(c),
+    "[s3-csi]\naws_access_key_id=AKIADRIVER\naws_secret_access_key=drv/Secret+1=\n",
+  );
+});
+
+Deno.test("resolveCredentials() secret: from the node-publish Secret, never the driver", () => {
+  const c = resolveCredentials(
+    "secret",
+    { access_key_id: " AKIAVOL ", secret_access_key: "vol-secret", session_token: "tok" },
+    DRIVER,
+  );
+  assert.deepEqual(c, {
+    source: "secret",
+    accessKeyId: "AKIAVOL",
+    secretAccessKey: "vol-secret",
+    sessionToken: "tok",
+  });
+});
+
+Deno.test("resolveCredentials() refuses instead of falling back", async (t) => {
+  const cases: [string, () => unknown, number, RegExp][] = [
+    [
+      "secret without secrets",
+      () => resolveCredentials("secret", {}, DRIVER),
+      3,
+      /sent no node-publish secrets/,
+    ],
+    [
+      "secrets on a driver volume",
+      () => resolveCredentials("driver", { access_key_id: "A" }, DRIVER),
+      3,
+      /authenticationSource is "driver"/,
+    ],
+    [
+      "malformed secret key",
+      () => resolveCredentials("secret", { access_key_id: "A", secret_access_key: "a b" }, DRIVER),
+      3,
+      /secret access key is missing or malformed.*got keys: access_key_id, secret_access_key/,
+    ],
+    [
+      "driver without keys",
+      () => resolveCredentials("driver", undefined, env({})),
+      9,
+      /Driver credentials: access key id is missing/,
+    ],
+  ];
+  for (const [name, fn, code, re] of cases) {
+    await t.step(name, () => {
+      assert.throws(
+        fn,
+        (e: unknown) => e instanceof CsiError && e.code === code && re.test(e.message),
+      );
+    });
+  }
+});
+
+Deno.test("credentialsEnv() points at the files inside the pod", () => {
+  assert.deepEqual(credentialsEnv(), [
+    "AWS_CONFIG_FILE=/comm/credentials/s3-csi-config",
+    "AWS_PROFILE=s3-csi",
+    "AWS_SHARED_CREDENTIALS_FILE=/comm/credentials/s3-csi-credentials",
+  ]);
+});

@@ -1,0 +1,133 @@
+import assert from "node:assert/strict";
+import type { NodePublishVolumeRequest } from "../csi/gen/csi_types.ts";
+import { CsiError } from "../csi/errors.ts";
+import { checkTargetPath, validatePublish } from "./publish_request.ts";
+
+const ROOT = "/var/lib/kubelet";
+const TARGET = `${ROOT}/pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount`;
+
+function req(more: Partial<NodePublishVolumeRequest> = {}): NodePublishVolumeRequest {
+  return {
+    volumeId: "vol-1",
+    targetPath: TARGET,
+    volumeCapability: {
+      mount: { mountFlags: ["allow-delete"] },
+      accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
+    },
+    volumeContext: { bucketName: "bucket-1", "csi.storage.k8s.io/pod.uid": "uid-1" },
+    ...more,
+  };
+}
+
+Deno.test("validatePublish() fills the driver's options", () => {
+  const p = validatePublish(req(), ROOT);
+  assert.equal(p.podUID, "uid-1");
+  assert.equal(p.volumeName, "pv-1");
+  assert.equal(p.bucket, "bucket-1");
+  assert.equal(p.authenticationSource, "driver");
+  assert.equal(p.readOnlyVolume, false);
+  assert.deepEqual([...p.options.keys()].sort(), [
+    "allow-delete",
+    "allow-other",
+    "force-path-style",
+  ]);
+});
+
+Deno.test("validatePublish() maps fsGroup to gid and group modes", () => {
+  const p = validatePublish(
+    req({
+      volumeCapability: {
+        mount: { volumeMountGroup: "3000", mountFlags: ["file-mode=0640"] },
+        accessMode: { mode: "SINGLE_NODE_WRITER" },
+      },
+    }),
+    ROOT,
+  );
+  assert.equal(p.fsGroup, 3000);
+  assert.equal(p.options.get("gid"), "3000");
+  assert.equal(p.options.get("dir-mode"), "0770");
+  assert.equal(p.options.get("file-mode"), "0640");
+});
+
+Deno.test("validatePublish() read-only: access mode or option makes the source read-only", () => {
+  const ro = validatePublish(
+    req({ volumeCapability: { mount: {}, accessMode: { mode: "MULTI_NODE_READER_ONLY" } } }),
+    ROOT,
+  );
+  assert.equal(ro.readOnlyVolume, true);
+  assert.equal(ro.options.get("read-only"), true);
+  const bind = validatePublish(req({ readonly: true }), ROOT);
+  assert.equal(bind.readOnlyVolume, false);
+  assert.equal(bind.readOnlyTarget, true);
+});
+
+Deno.test("validatePublish() merges prefix and region from the volume context", () => {
+  const p = validatePublish(
+    req({ volumeContext: { bucketName: "b-1", prefix: "team/", region: "eu-west-1" } }),
+    ROOT,
+  );
+  assert.equal(p.options.get("prefix"), "team/");
+  assert.equal(p.options.get("region"), "eu-west-1");
+  assert.throws(
+    () =>
+      validatePublish(
+        req({
+          volumeContext: { bucketName: "b-1", prefix: "a/" },
+          volumeCapability: {
+            mount: { mountFlags: ["prefix=b/"] },
+            accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
+          },
+        }),
+        ROOT,
+      ),
+    /conflicts with mount option "prefix=b\/"/,
+  );
+});
+
+Deno.test("validatePublish() rejects bad requests with InvalidArgument", async (t) => {
+  const cases: [string, Partial<NodePublishVolumeRequest>, RegExp][] = [
+    ["no volume id", { volumeId: "" }, /Volume ID not provided/],
+    ["no target", { targetPath: "" }, /Target path not provided/],
+    ["relative target", { targetPath: "pods/x" }, /absolute path/],
+    ["dotdot", { targetPath: `${ROOT}/pods/../x/volumes/kubernetes.io~csi/p/mount` }, /"\.\."/],
+    ["outside", { targetPath: "/tmp/pods/u/volumes/kubernetes.io~csi/p/mount" }, /not a kubelet/],
+    ["no capability", { volumeCapability: null }, /Volume capability not provided/],
+    [
+      "block",
+      { volumeCapability: { block: {}, accessMode: { mode: "SINGLE_NODE_WRITER" } } },
+      /Block/,
+    ],
+    ["mode", { volumeCapability: { mount: {}, accessMode: { mode: "UNKNOWN" } } }, /UNKNOWN/],
+    ["no bucket", { volumeContext: {} }, /Bucket name not provided/],
+    ["bad bucket", { volumeContext: { bucketName: "a" } }, /not a valid S3 bucket name/],
+    ["auth", { volumeContext: { bucketName: "b-1", authenticationSource: "x" } }, /Unknown auth/],
+    ["engine", { volumeContext: { bucketName: "b-1", engine: "s3fs" } }, /Unknown engine "s3fs"/],
+    [
+      "pod uid mismatch",
+      { volumeContext: { bucketName: "b-1", "csi.storage.k8s.io/pod.uid": "other" } },
+      /does not match/,
+    ],
+    [
+      "bad fsGroup",
+      {
+        volumeCapability: {
+          mount: { volumeMountGroup: "wheel" },
+          accessMode: { mode: "SINGLE_NODE_WRITER" },
+        },
+      },
+      /not a numeric group id/,
+    ],
+  ];
+  for (const [name, more, re] of cases) {
+    await t.step(name, () => {
+      assert.throws(
+        () => validatePublish(req(more), ROOT),
+        (e: unknown) => e instanceof CsiError && e.code === 3 && re.test(e.message),
+      );
+    });
+  }
+});
+
+Deno.test("checkTargetPath() names the field", () => {
+  assert.throws(() => checkTargetPath(ROOT, "", "Volume path"), /Volume path not provided/);
+});

@@ -1,0 +1,193 @@
+import assert from "node:assert/strict";
+import { CsiError } from "../csi/errors.ts";
+import { PODS } from "../kube/resources.ts";
+import { ANNOTATION_NEEDS_UNMOUNT } from "../mppod/labels.ts";
+import { hostCommDir, sourceMountDir } from "../mppod/paths.ts";
+import { SysError } from "../sys/errno.ts";
+import { findMount } from "../sys/mountinfo.ts";
+import { KeyedMutex } from "../util/keyed_mutex.ts";
+import { validatePublish } from "./publish_request.ts";
+import { ROOT, world } from "./_test_fixtures.ts";
+import { Unmounter } from "./unmounter.ts";
+
+async function until(check: () => unknown): Promise<void> {
+  for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 2));
+}
+
+const req = (target: string, more: Record<string, unknown> = {}) => ({
+  volumeId: "vol-pv-1",
+  targetPath: target,
+  volumeCapability: {
+    mount: { mountFlags: ["allow-delete"] },
+    accessMode: { mode: "MULTI_NODE_MULTI_WRITER" as const },
+  },
+  volumeContext: { bucketName: "bucket-1" },
+  ...more,
+});
+
+Deno.test("Publisher: first publish mounts the source, sends fd + options, binds the target", async () => {
+  await using w = await world();
+  const uid = await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a", "uid-b"]);
+  const ta = w.target("uid-a", "pv-1");
+  assert.equal(await w.publisher.publish(validatePublish(req(ta), ROOT), {}), "source-and-bind");
+
+  const source = sourceMountDir(ROOT, "mp-1");
+  const fuse = w.sys.callsOf("mountFuse")[0]!;
+  assert.equal(fuse.args[0], source);
+  assert.deepEqual({ ...(fuse.args[1] as object), fd: 0 }, {
+    fd: 0,
+    readOnly: false,
+    allowOther: true,
+  });
+  const fd = (fuse.args[1] as { fd: number }).fd;
+  assert.ok(w.sys.callsOf("closeFd").some((c) => c.args[0] === fd), "our fd copy is closed");
+  await until(() => w.received.get("mp-1")?.length);
+  const msg = w.received.get("mp-1")![0]!;
+  assert.equal(msg.bucketName, "bucket-1");
+  assert.deepEqual(msg.args.filter((a) => !a.startsWith("--user-agent-prefix")), [
+    "--allow-delete",
+    "--allow-other",
+    "--force-path-style",
+  ]);
+  assert.ok(msg.env.includes("AWS_ENDPOINT_URL=http://s3.local:9000"));
+  assert.ok(msg.env.includes("AWS_SHARED_CREDENTIALS_FILE=/comm/credentials/s3-csi-credentials"));
+  assert.ok(!msg.env.some((e) => e.includes("secretTEST")), "no secret in the message");
+  const cred = w.files.files.get(`${hostCommDir(ROOT, uid)}/credentials/s3-csi-credentials`)!;
+  assert.match(cred.data, /aws_secret_access_key=secretTEST/);
+  assert.deepEqual([cred.mode, cred.uid], [0o600, 1000]);
+  assert.equal(w.sys.readAheadKb.size, 1);
+  assert.ok(findMount(w.sys.mounts, ta));
+
+  // A second workload shares the source: only a bind.
+  const tb = w.target("uid-b", "pv-1");
+  assert.equal(await w.publisher.publish(validatePublish(req(tb), ROOT), {}), "bind");
+  assert.equal(w.sys.callsOf("mountFuse").length, 1);
+  // Publishing again is a no-op.
+  assert.equal(await w.publisher.publish(validatePublish(req(tb), ROOT), {}), "already-published");
+
+  assert.equal(await w.publisher.unpublish(ta), "unmounted");
+  assert.equal(await w.publisher.unpublish(ta), "not-mounted");
+  assert.equal(findMount(w.sys.mounts, ta), undefined);
+});
+
+Deno.test("Publisher: waits for the assignment and the Running pod by watching", async () => {
+  await using w = await world({ timeouts: { attachmentMs: 2000, podRunningMs: 2000 } });
+  const t = w.target("uid-a", "pv-1");
+  const publishing = w.publisher.publish(validatePublish(req(t), ROOT), {});
+  await new Promise((r) => setTimeout(r, 30));
+  await w.addMountpointPod("mp-1", "Pending");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  await new Promise((r) => setTimeout(r, 30));
+  const pod = (await w.kube.get(PODS, "mp-1", "mount-s3"))!;
+  await w.kube.update(PODS, { ...pod, status: { phase: "Running" } });
+  assert.equal(await publishing, "source-and-bind");
+});
+
+Deno.test("Publisher: clear errors for no assignment and for a failed pod", async () => {
+  await using w = await world();
+  const t = w.target("uid-a", "pv-1");
+  await assert.rejects(
+    w.publisher.publish(validatePublish(req(t), ROOT), {}),
+    (e: unknown) =>
+      e instanceof CsiError && e.code === 9 &&
+      /No Mountpoint Pod was assigned to pod uid-a/.test(e.message),
+  );
+  await w.addMountpointPod("mp-f", "Failed");
+  await w.assign("pv-1", "mp-f", ["uid-a"]);
+  await assert.rejects(
+    w.publisher.publish(validatePublish(req(t), ROOT), {}),
+    /Mountpoint Pod mount-s3\/mp-f cannot serve new mounts \(phase Failed/,
+  );
+  assert.equal(w.sys.callsOf("mountFuse").length, 0);
+});
+
+Deno.test("Publisher: a dead source is unmounted and mounted again", async () => {
+  await using w = await world();
+  await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const t = w.target("uid-a", "pv-1");
+  await w.publisher.publish(validatePublish(req(t), ROOT), {});
+  const source = sourceMountDir(ROOT, "mp-1");
+  const dead = new SysError(107, "stat", { path: t });
+  w.files.failStat(t, dead);
+  w.files.failStat(source, dead);
+  const p = w.publisher.publish(validatePublish(req(t), ROOT), {});
+  await new Promise((r) => setTimeout(r, 10));
+  w.files.failStat(t, undefined);
+  w.files.failStat(source, undefined);
+  assert.equal(await p, "source-and-bind");
+  assert.equal(w.sys.callsOf("mountFuse").length, 2);
+  await until(() => w.received.get("mp-1")?.length === 2);
+  assert.equal(w.received.get("mp-1")!.length, 2);
+});
+
+Deno.test("Publisher: readiness failure unmounts the source and reports mount.error", async () => {
+  await using w = await world();
+  const uid = await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  w.sys.failNext("waitMountReady", new Error("timed out"));
+  const comm = hostCommDir(ROOT, uid);
+  const t = w.target("uid-a", "pv-1");
+  const publishing = w.publisher.publish(validatePublish(req(t), ROOT), {});
+  setTimeout(() => w.files.writeFile(`${comm}/mount.error`, "bucket is gone"), 1);
+  await assert.rejects(publishing, /bucket is gone|did not answer/);
+  assert.deepEqual(w.sys.mounts.filter((m) => m.fsType === "fuse"), []);
+});
+
+Deno.test("Unmounter: needs-unmount writes mount.exit, unmounts the source, removes credentials", async () => {
+  await using w = await world();
+  const uid = await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const t = w.target("uid-a", "pv-1");
+  await w.publisher.publish(validatePublish(req(t), ROOT), {});
+  const unmounter = new Unmounter({
+    sys: w.sys,
+    files: w.files,
+    pods: w.pods,
+    locks: w.locks,
+    kubeletRoot: ROOT,
+    inUseWaitMs: 50,
+    pollMs: 5,
+  });
+  const pod = w.pods.pod("mp-1")!;
+  assert.equal(await unmounter.unmountPod(pod), "in-use", "a bind still uses the source");
+  await w.publisher.unpublish(t);
+  const stop = new AbortController();
+  unmounter.attach(stop.signal);
+  await w.kube.patch(PODS, "mp-1", "mount-s3", {
+    metadata: { annotations: { [ANNOTATION_NEEDS_UNMOUNT]: "true" } },
+  });
+  const comm = hostCommDir(ROOT, uid);
+  for (let i = 0; i < 100 && findMount(w.sys.mounts, sourceMountDir(ROOT, "mp-1")); i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  stop.abort();
+  await w.locks.run("mp-1", () => {});
+  assert.equal(findMount(w.sys.mounts, sourceMountDir(ROOT, "mp-1")), undefined);
+  assert.ok(w.files.files.has(`${comm}/mount.exit`));
+  assert.equal([...w.files.files.keys()].some((k) => k.includes("/credentials/")), false);
+});
+
+Deno.test("Unmounter: startup removes orphaned and dead sources", async () => {
+  await using w = await world();
+  await w.addMountpointPod("mp-live");
+  await w.assign("pv-1", "mp-live", ["uid-a"]);
+  await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+  const orphan = sourceMountDir(ROOT, "mp-gone");
+  w.files.addDir(orphan);
+  const fd = w.sys.openFuse();
+  await w.sys.mountFuse(orphan, { fd });
+  const unmounter = new Unmounter({
+    sys: w.sys,
+    files: w.files,
+    pods: w.pods,
+    locks: new KeyedMutex(),
+    kubeletRoot: ROOT,
+  });
+  assert.deepEqual(await unmounter.cleanAtStartup(), ["mp-gone"]);
+  assert.equal(findMount(w.sys.mounts, orphan), undefined);
+  assert.ok(findMount(w.sys.mounts, sourceMountDir(ROOT, "mp-live")), "live source kept");
+  w.files.failStat(sourceMountDir(ROOT, "mp-live"), new SysError(107, "stat"));
+  assert.deepEqual(await unmounter.cleanAtStartup(), ["mp-live"]);
+});
