@@ -273,11 +273,23 @@ export class ApiRouter {
     if (name === undefined) {
       const sel = parseSelection(t, rp.namespace, q);
       if (method === "GET" && queryBool(q, "watch")) {
+        if (
+          queryBool(q, "sendInitialEvents") &&
+          (q.get("resourceVersionMatch") !== "NotOlderThan" || !queryBool(q, "allowWatchBookmarks"))
+        ) {
+          throw invalid("ListOptions", "meta.k8s.io", "", [{
+            reason: "FieldValueForbidden",
+            message:
+              "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks",
+            field: "sendInitialEvents",
+          }]);
+        }
         const body = watchStream(c, {
           type: t,
           selection: sel,
           resourceVersion: q.get("resourceVersion") ?? "",
           bookmarks: queryBool(q, "allowWatchBookmarks") === true,
+          sendInitialEvents: queryBool(q, "sendInitialEvents") === true,
           timeoutSeconds: queryInt(q, "timeoutSeconds"),
           table,
           bookmarkIntervalMs: this.#options.bookmarkIntervalMs ?? 60_000,

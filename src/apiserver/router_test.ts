@@ -145,3 +145,21 @@ Deno.test("ApiRouter sends a 410 ERROR event for a resume from expired history",
     assert.equal(lines[0].object.code, 410);
     assert.equal(lines[0].object.reason, "Expired");
   }));
+
+Deno.test("ApiRouter supports sendInitialEvents watches (WatchList)", () =>
+  withRouter(async (call, _c, stop) => {
+    const bad = await call("/api/v1/namespaces?watch=true&sendInitialEvents=true");
+    assert.equal(bad.status, 422);
+    await bad.body?.cancel();
+    const res = await call(
+      "/api/v1/namespaces?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=1&allowWatchBookmarks=true",
+    );
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    while (!text.includes("BOOKMARK")) text += (await reader.read()).value ?? "";
+    const events = text.trim().split("\n").map((l) => JSON.parse(l));
+    assert.deepEqual(events.map((e) => e.type), ["ADDED", "ADDED", "ADDED", "ADDED", "BOOKMARK"]);
+    assert.equal(events[4].object.metadata.annotations["k8s.io/initial-events-end"], "true");
+    stop.abort();
+    await reader.cancel();
+  }));

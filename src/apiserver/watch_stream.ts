@@ -30,6 +30,8 @@ export interface WatchRequest {
   readonly resourceVersion: string;
   /** `allowWatchBookmarks=true`. */
   readonly bookmarks: boolean;
+  /** `sendInitialEvents=true` (WatchList): initial ADDED events, then an end bookmark. */
+  readonly sendInitialEvents?: boolean;
   /** `timeoutSeconds`, if given. */
   readonly timeoutSeconds?: number | undefined;
   /** Render objects as one-row Tables. */
@@ -113,7 +115,9 @@ export function watchStream(cluster: Cluster, req: WatchRequest): ReadableStream
         if (!closed) controller.enqueue(render(ev));
       };
       const rvText = req.resourceVersion;
-      const fromRv = rvText === "" || rvText === "0" ? undefined : Number(rvText);
+      const fromRv = rvText === "" || rvText === "0" || req.sendInitialEvents
+        ? undefined
+        : Number(rvText);
       let initial: WireEvent[];
       if (fromRv === undefined) {
         initial = cluster.store.list(sk, t.namespaced ? req.selection.namespace : undefined)
