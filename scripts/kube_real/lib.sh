@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # variables are used by the sourcing scripts
 # Shared settings for scripts/kube_real/{build,start,stop}.sh. Sourced, not run.
 # Test tier only: a real kube-apiserver + kube-controller-manager + etcd.
 
@@ -33,7 +33,9 @@ kr_skip() {
 }
 
 kr_find_go() {
-  if command -v go >/dev/null 2>&1; then
+  if [ -n "${KUBE_REAL_GO:-}" ]; then
+    [ -x "$KUBE_REAL_GO" ] && echo "$KUBE_REAL_GO"
+  elif command -v go >/dev/null 2>&1; then
     command -v go
   elif [ -x /usr/local/go/bin/go ]; then
     echo /usr/local/go/bin/go

@@ -34,9 +34,15 @@ for t in curl openssl flock setsid timeout; do
   command -v "$t" >/dev/null 2>&1 || kr_skip "'$t' is required (apt-get install curl openssl util-linux coreutils)"
 done
 
+# Binaries first (no-op when cached; build.sh has its own lock, and a cold
+# build takes minutes, longer than anyone should wait on the state lock).
+rc=0
+"$KR_HERE/build.sh" >/dev/null || rc=$?
+[ "$rc" -eq 0 ] || exit "$rc"
+
 mkdir -p "$KR_STATE" 2>/dev/null || kr_skip "cannot create state dir $KR_STATE (set KUBE_REAL_STATE)"
 exec 8>"$KR_STATE/.lock"
-flock -w 600 8 || kr_die 1 "another start/stop holds $KR_STATE/.lock"
+flock -w "$((START_TIMEOUT + 60))" 8 || kr_die 1 "another start/stop holds $KR_STATE/.lock"
 
 KUBECONFIG_PATH="$KR_STATE/kubeconfig"
 APISERVER_URL="https://127.0.0.1:$KR_APISERVER_PORT"
@@ -65,11 +71,6 @@ if kr_live_pid "$KR_STATE/etcd.pid" >/dev/null && kr_live_pid "$KR_STATE/kube-ap
 fi
 # Anything half-up (or left from a crashed run) is stopped first.
 KUBE_REAL_STOP_NOLOCK=1 "$KR_HERE/stop.sh" >&2 || true
-
-# ---- binaries ------------------------------------------------------------------
-rc=0
-"$KR_HERE/build.sh" >/dev/null || rc=$?
-[ "$rc" -eq 0 ] || exit "$rc"
 
 # Ports must be free (someone else's process on them would answer our probes).
 for p in "$KR_ETCD_PORT" "$KR_ETCD_PEER_PORT" "$KR_APISERVER_PORT" "$KR_KCM_PORT"; do
@@ -129,7 +130,8 @@ launch() { # launch NAME BIN ARGS... : detached, pid in <state>/NAME.pid
   shift
   # setsid: own session, so the caller's Ctrl-C / process-group kill does not
   # take down half the control plane; stop.sh stops it by pid.
-  setsid "$@" </dev/null >"$KR_STATE/logs/$name.log" 2>&1 &
+  # 8>&-: the daemons must not inherit (and so hold forever) the state lock.
+  setsid "$@" </dev/null >"$KR_STATE/logs/$name.log" 2>&1 8>&- &
   echo $! >"$KR_STATE/$name.pid"
 }
 wait_for() { # wait_for NAME DEADLINE CHECK...
@@ -198,11 +200,13 @@ wait_for kube-apiserver "$DEADLINE" api_ok /readyz
 kr_log "kube-apiserver ready on $APISERVER_URL ($(($(date +%s) - T0))s)"
 
 # ---- kube-controller-manager ---------------------------------------------------------
+# No --authentication/--authorization-kubeconfig: its own HTTPS port only
+# serves /healthz (always allowed), and delegated authn would poll for a
+# kube-system/extension-apiserver-authentication ConfigMap that this apiserver
+# (no --client-ca-file) never creates.
 # shellcheck disable=SC2086
 launch kube-controller-manager "$KR_BIN/kube-controller-manager" \
   --kubeconfig="$KR_STATE/kcm.kubeconfig" \
-  --authentication-kubeconfig="$KR_STATE/kcm.kubeconfig" \
-  --authorization-kubeconfig="$KR_STATE/kcm.kubeconfig" \
   --bind-address=127.0.0.1 \
   --secure-port="$KR_KCM_PORT" \
   --cert-dir="$KR_STATE/pki/kcm" \

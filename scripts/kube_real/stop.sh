@@ -16,7 +16,7 @@ STOP_TIMEOUT="${KUBE_REAL_STOP_TIMEOUT:-20}"
 [ -d "$KR_STATE" ] || exit 0
 if [ -z "${KUBE_REAL_STOP_NOLOCK:-}" ]; then # start.sh calls us holding the lock
   exec 8>"$KR_STATE/.lock"
-  flock -w 600 8 || kr_die 1 "another start/stop holds $KR_STATE/.lock"
+  flock -w 180 8 || kr_die 1 "another start/stop holds $KR_STATE/.lock"
 fi
 
 failed=0
