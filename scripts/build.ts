@@ -23,6 +23,17 @@ export const COMPONENTS = {
   mounter: "src/cmd/mounter/main.ts",
 } as const;
 
+/**
+ * V8 heap limits baked into the compiled binaries (and used by the manifests for bundles): a small
+ * young generation and a bounded old generation make V8 collect early instead of growing the heap,
+ * which keeps each process well under its memory goal (see docs/benchmarks.md).
+ */
+export const V8_FLAGS: Record<keyof typeof COMPONENTS, string> = {
+  node: "--max-old-space-size=96,--max-semi-space-size=2",
+  controller: "--max-old-space-size=64,--max-semi-space-size=2",
+  mounter: "--max-old-space-size=48,--max-semi-space-size=1",
+};
+
 const out = (text: string) => Deno.stderr.writeSync(new TextEncoder().encode(`${text}\n`));
 
 async function run(args: string[]): Promise<void> {
@@ -36,43 +47,45 @@ async function run(args: string[]): Promise<void> {
   if (code !== 0) throw new Error(`deno ${args.join(" ")} failed with exit code ${code}`);
 }
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: { compile: { type: "boolean" }, target: { type: "string" }, only: { type: "string" } },
-});
-const names =
-  (values.only ? values.only.split(",") : Object.keys(COMPONENTS)) as (keyof typeof COMPONENTS)[];
-for (const name of names) {
-  const entry = COMPONENTS[name];
-  if (!entry) {
-    throw new Error(
-      `Unknown component "${name}": choose from ${Object.keys(COMPONENTS).join(", ")}`,
-    );
-  }
-  if (values.compile) {
-    const output = `dist/bin/s3-csi-${name}`;
-    await run([
-      "compile",
-      "-A",
-      ...(values.target ? ["--target", values.target] : []),
-      "--output",
-      output,
-      entry,
-    ]);
-    out(`built ${output}`);
-  } else {
-    const output = `dist/${name}.js`;
-    await run([
-      "bundle",
-      "--quiet",
-      "--platform",
-      "deno",
-      "--packages",
-      "bundle",
-      "--output",
-      output,
-      entry,
-    ]);
-    out(`built ${output}`);
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: { compile: { type: "boolean" }, target: { type: "string" }, only: { type: "string" } },
+  });
+  const names =
+    (values.only ? values.only.split(",") : Object.keys(COMPONENTS)) as (keyof typeof COMPONENTS)[];
+  for (const name of names) {
+    const entry = COMPONENTS[name];
+    if (!entry) {
+      throw new Error(
+        `Unknown component "${name}": choose from ${Object.keys(COMPONENTS).join(", ")}`,
+      );
+    }
+    if (values.compile) {
+      const output = `dist/bin/s3-csi-${name}`;
+      await run([
+        "compile",
+        "-A",
+        ...(values.target ? ["--target", values.target] : []),
+        "--output",
+        output,
+        entry,
+      ]);
+      out(`built ${output}`);
+    } else {
+      const output = `dist/${name}.js`;
+      await run([
+        "bundle",
+        "--quiet",
+        "--platform",
+        "deno",
+        "--packages",
+        "bundle",
+        "--output",
+        output,
+        entry,
+      ]);
+      out(`built ${output}`);
+    }
   }
 }

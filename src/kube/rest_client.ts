@@ -1,14 +1,15 @@
 /**
- * {@link KubeClient} over the Kubernetes REST API, authenticated from a client-node `KubeConfig`
- * (token, client certificate, CA or skip-verify, exec plugins) and sent with undici.
+ * {@link KubeClient} over the Kubernetes REST API, sent with undici. Connection settings come from
+ * a {@link KubeClientConfig} (our own kubeconfig loader); a client-node `KubeConfig` is accepted
+ * too and converted, for tests that already have one.
  *
- * One connection pool is reused for every call; credentials are re-read every
+ * One connection pool is reused for every call; a token file is re-read every
  * {@link AUTH_REFRESH_MS} so rotated service-account tokens are picked up.
  *
  * @module
  */
-import { HttpMethod, type KubeConfig, RequestContext } from "@kubernetes/client-node";
-import { type Dispatcher, fetch } from "undici";
+import { readFile } from "node:fs/promises";
+import { Agent, fetch } from "undici";
 import type {
   CallOptions,
   DeleteOptions,
@@ -20,9 +21,10 @@ import type {
   WatchEvent,
 } from "./client.ts";
 import { apiErrorFrom, GoneError } from "./errors.ts";
+import type { KubeClientConfig } from "./kube_config.ts";
 import { apiVersionOf, collectionPath, itemPath, type Resource } from "./resources.ts";
 
-/** How often credentials (token files, exec plugins) are re-applied. */
+/** How often a token file is re-read. */
 export const AUTH_REFRESH_MS = 60_000;
 
 const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
@@ -32,10 +34,36 @@ const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
   apply: "application/apply-patch+yaml",
 };
 
-interface Auth {
-  readonly headers: Record<string, string>;
-  readonly dispatcher: Dispatcher | undefined;
-  readonly at: number;
+/** The parts of a client-node `KubeConfig` we can convert (structural: client-node is not imported). */
+export interface ClientNodeKubeConfigLike {
+  getCurrentCluster():
+    | { server: string; caData?: string; caFile?: string; skipTLSVerify?: boolean }
+    | null;
+  getCurrentUser(): {
+    token?: string;
+    certData?: string;
+    keyData?: string;
+    username?: string;
+    password?: string;
+  } | null;
+}
+
+function fromClientNode(kc: ClientNodeKubeConfigLike): KubeClientConfig {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error("Kubeconfig has no current cluster");
+  const user = kc.getCurrentUser() ?? {};
+  const decode = (b64?: string) => (b64 ? atob(b64) : undefined);
+  const ca = decode(cluster.caData);
+  const cert = decode(user.certData);
+  const key = decode(user.keyData);
+  return {
+    server: cluster.server.replace(/\/+$/, ""),
+    ...(ca ? { ca } : {}),
+    ...(cluster.skipTLSVerify ? { insecureSkipTLSVerify: true } : {}),
+    ...(user.token ? { token: user.token } : {}),
+    ...(cert && key ? { cert, key } : {}),
+    ...(user.username ? { username: user.username, password: user.password ?? "" } : {}),
+  };
 }
 
 /** Counts of requests by verb, for metrics and benchmarks. */
@@ -43,36 +71,50 @@ export type RequestCounts = Record<string, number>;
 
 /** A {@link KubeClient} talking to a real API server. */
 export class RestKubeClient implements KubeClient {
-  readonly #config: KubeConfig;
+  readonly #config: KubeClientConfig;
   readonly #server: string;
   readonly #userAgent: string;
-  #auth: Promise<Auth> | undefined;
+  readonly #dispatcher: Agent;
+  #token: { value: string | undefined; at: number } | undefined;
   /** Requests sent, by verb (GET, LIST, WATCH, POST, PUT, PATCH, DELETE). */
   readonly counts: RequestCounts = {};
 
-  /** Create a client for the current context of `config`. */
-  constructor(config: KubeConfig, options: { userAgent?: string } = {}) {
-    this.#config = config;
-    const cluster = config.getCurrentCluster();
-    if (!cluster) throw new Error("Kubeconfig has no current cluster");
-    this.#server = cluster.server.replace(/\/+$/, "");
+  /** Create a client for `config`. */
+  constructor(
+    config: KubeClientConfig | ClientNodeKubeConfigLike,
+    options: { userAgent?: string } = {},
+  ) {
+    this.#config = "getCurrentCluster" in config ? fromClientNode(config) : config;
+    this.#server = this.#config.server.replace(/\/+$/, "");
     this.#userAgent = options.userAgent ?? "s3-csi";
+    this.#dispatcher = new Agent({
+      connect: {
+        ...(this.#config.ca ? { ca: this.#config.ca } : {}),
+        ...(this.#config.cert ? { cert: this.#config.cert, key: this.#config.key } : {}),
+        rejectUnauthorized: !this.#config.insecureSkipTLSVerify,
+      },
+      keepAliveTimeout: 30_000,
+      connections: 32,
+    });
   }
 
-  async #authenticate(): Promise<Auth> {
-    const cached = this.#auth ? await this.#auth : undefined;
-    if (cached && Date.now() - cached.at < AUTH_REFRESH_MS) return cached;
-    this.#auth = (async () => {
-      const ctx = new RequestContext(this.#server, HttpMethod.GET);
-      await this.#config.applySecurityAuthentication(ctx);
-      const headers: Record<string, string> = { ...ctx.getHeaders() };
-      return {
-        headers,
-        dispatcher: (cached?.dispatcher ?? ctx.getDispatcher()) as Dispatcher | undefined,
-        at: Date.now(),
-      };
-    })();
-    return await this.#auth;
+  async #authorization(): Promise<string | undefined> {
+    const c = this.#config;
+    if (c.tokenFile) {
+      if (!this.#token || Date.now() - this.#token.at > AUTH_REFRESH_MS) {
+        const value = (await readFile(c.tokenFile, "utf8")).trim();
+        this.#token = { value, at: Date.now() };
+      }
+      return `Bearer ${this.#token.value}`;
+    }
+    if (c.token) return `Bearer ${c.token}`;
+    if (c.username !== undefined) return `Basic ${btoa(`${c.username}:${c.password ?? ""}`)}`;
+    return undefined;
+  }
+
+  /** Close the connection pool. */
+  async close(): Promise<void> {
+    await this.#dispatcher.close();
   }
 
   async #request(
@@ -86,17 +128,17 @@ export class RestKubeClient implements KubeClient {
       signal?: AbortSignal | undefined;
     },
   ) {
-    const auth = await this.#authenticate();
+    const authorization = await this.#authorization();
     const url = new URL(this.#server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) {
       if (v !== undefined) url.searchParams.set(k, v);
     }
     this.counts[verb] = (this.counts[verb] ?? 0) + 1;
     const headers: Record<string, string> = {
-      ...auth.headers,
       accept: "application/json",
       "user-agent": this.#userAgent,
     };
+    if (authorization) headers.authorization = authorization;
     let body: string | undefined;
     if (opts.body !== undefined) {
       headers["content-type"] = opts.contentType ?? "application/json";
@@ -106,7 +148,7 @@ export class RestKubeClient implements KubeClient {
       method,
       headers,
       ...(body !== undefined ? { body } : {}),
-      ...(auth.dispatcher ? { dispatcher: auth.dispatcher } : {}),
+      dispatcher: this.#dispatcher,
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
   }

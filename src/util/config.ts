@@ -134,9 +134,22 @@ export function parseConfig<T extends OptionSpecs>(
   for (const [name, spec] of Object.entries(specs)) {
     options[name] = { type: spec.type === "boolean" ? "boolean" : "string" };
   }
+  // Booleans also accept the Kubernetes style `--flag=true|false`.
+  const explicit: Record<string, string> = {};
+  const rest = args.filter((arg) => {
+    const m = /^--([^=]+)=(.*)$/.exec(arg);
+    if (m && specs[m[1]!]?.type === "boolean") {
+      explicit[m[1]!] = m[2]!;
+      return false;
+    }
+    return true;
+  });
   let values: Record<string, string | boolean | undefined>;
   try {
-    values = parseArgs({ args: [...args], options, strict: true, allowPositionals: false }).values;
+    values = {
+      ...parseArgs({ args: rest, options, strict: true, allowPositionals: false }).values,
+      ...explicit,
+    };
   } catch (err) {
     const msg = err instanceof Error
       ? err.message.split("\n")[0]!.replace(/\. To specify.*$/, "")

@@ -54,6 +54,13 @@ Deno.test("parseConfig() applies flag > env > default precedence", () => {
 Deno.test("parseConfig() reads booleans from env and flags", () => {
   assert.equal(run(["--node-id=n", "--verbose"]).verbose, true);
   assert.equal(run(["--node-id=n"], { VERBOSE: "true" }).verbose, true);
+  assert.equal(run(["--node-id=n", "--verbose=false"], { VERBOSE: "true" }).verbose, false);
+  assert.equal(run(["--node-id=n", "--verbose=true"]).verbose, true);
+  fails(
+    ["--node-id=n", "--verbose=sure"],
+    {},
+    /--verbose \(env VERBOSE\) must be true or false, got "sure"/,
+  );
   fails(["--node-id=n"], { VERBOSE: "maybe" }, /VERBOSE\) must be true or false, got "maybe"/);
 });
 

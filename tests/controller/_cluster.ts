@@ -5,11 +5,11 @@
  *
  * @module
  */
-import { KubeConfig } from "@kubernetes/client-node";
 import { s3paCrd } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { NAMESPACES, type Resource } from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
+import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { startApiServer } from "../../src/apiserver/api_server.ts";
 import { waitFor } from "../_helpers.ts";
 
@@ -85,9 +85,7 @@ export async function testCluster(kind: "emulator" | "real"): Promise<TestCluste
   } else {
     kubeconfig = Deno.env.get("KUBE_REAL_KUBECONFIG")!;
   }
-  const config = new KubeConfig();
-  config.loadFromFile(kubeconfig);
-  const client = new RestKubeClient(config);
+  const client = new RestKubeClient(kubeConfigFromFile(kubeconfig));
   await ensureCrd(client);
   const suffix = crypto.randomUUID().slice(0, 8);
   const namespace = `w-${suffix}`;
