@@ -42,6 +42,16 @@ for (const t of targets) {
     fn: async (ctx) => {
       const { target, close } = await t.open();
       const k = new KubeHttp(target);
+      const version = await k.request("GET", "/version").catch((err: unknown) => err);
+      if (
+        !(version && typeof version === "object" && "status" in version && version.status === 200)
+      ) {
+        k.close();
+        await close();
+        throw new Error(
+          `${t.name} API server at ${target.server} is unreachable: ${String(version)}`,
+        );
+      }
       const run = crypto.randomUUID().slice(0, 6);
       const namespaces: string[] = [];
       try {
