@@ -71,8 +71,9 @@ export const NODE_OPTIONS = {
   },
   "read-ahead-kb": {
     type: "integer",
-    default: 1024,
-    description: "Read-ahead of new FUSE mounts in KiB (0 keeps the kernel default of 128)",
+    default: 512,
+    description:
+      "Read-ahead of new FUSE mounts in KiB (0 keeps the kernel default of 128); rclone mount2 collapses above 512",
   },
   "bucket-check": {
     type: "boolean",

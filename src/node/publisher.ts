@@ -217,11 +217,16 @@ export class Publisher {
         `The comm directory of Mountpoint Pod ${ns}/${mpName} is missing at "${comm}": the pod must have the "comm" emptyDir, and --kubelet-path must be the kubelet root`,
       );
     }
-    if (this.#o.probe) await this.#probe(p, creds);
+    const t0 = performance.now();
+    // The bucket check runs while the files are prepared; it must pass before anything is mounted.
+    const probing = this.#o.probe ? this.#probe(p, creds) : Promise.resolve();
+    probing.catch(() => {});
     await this.#writeCredentials(comm, creds, podUser(pod));
     await files.remove(`${comm}/${MOUNT_ERROR}`);
     const message = this.#message(p, creds);
     await files.mkdir(source, { recursive: true, mode: 0o755 });
+    await probing;
+    const probed = performance.now();
     const fd = sys.openFuse();
     try {
       await sys.mountFuse(source, { fd, readOnly: p.readOnlyVolume, allowOther: true });
@@ -248,7 +253,9 @@ export class Publisher {
     } finally {
       sys.closeFd(fd);
     }
+    const sent = performance.now();
     await this.#waitReady(source, comm, `${ns}/${mpName}`, p.bucket);
+    const ready = performance.now();
     const m = findMount(await sys.readMountInfo(), source);
     if (m && this.#o.readAheadKb > 0) {
       await sys.setReadAheadKb(m.majorMinor, this.#o.readAheadKb).catch((err) =>
@@ -264,6 +271,9 @@ export class Publisher {
       pod: `${ns}/${mpName}`,
       credentialSource: creds.source,
       accessKeyId: creds.accessKeyId,
+      probeMs: Math.round(probed - t0),
+      sendMs: Math.round(sent - probed),
+      readyMs: Math.round(ready - sent),
     });
   }
 

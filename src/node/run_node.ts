@@ -55,12 +55,14 @@ export async function runNode(
   const watching = pods.run(stop.signal);
   const unmounter = new Unmounter({ sys, files, pods, locks, kubeletRoot });
   const metrics = new PromNodeMetrics({ sys, files, kubeletRoot });
+  const probe = config["bucket-check"] ? new AwsBucketProbe() : undefined;
+  probe?.warm().catch(() => {});
   const publisher = new Publisher({
     sys,
     files,
     pods,
     locks,
-    probe: config["bucket-check"] ? new AwsBucketProbe() : undefined,
+    probe,
     kubeletRoot,
     env: (n) => Deno.env.get(n),
     endpoint: config["s3-endpoint-url"],

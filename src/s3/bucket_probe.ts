@@ -61,6 +61,11 @@ export function classifyProbeError(err: unknown): ProbeResult {
 
 /** {@link BucketProbe} with `@aws-sdk/client-s3`. */
 export class AwsBucketProbe implements BucketProbe {
+  /** Load the SDK now (a few hundred ms), so the first publish does not pay for it. */
+  async warm(): Promise<void> {
+    await import("@aws-sdk/client-s3");
+  }
+
   /** {@inheritDoc BucketProbe.probe} */
   async probe(target: ProbeTarget, timeoutMs: number): Promise<ProbeResult> {
     const { S3Client, HeadBucketCommand } = await import("@aws-sdk/client-s3");

@@ -134,7 +134,10 @@ export interface Harness extends AsyncDisposable {
   readonly api: ApiServer;
   readonly kube: KubeClient;
   readonly root: string;
+  /** The node plugin process (replaced by {@link restartNode}). */
   readonly node: Running;
+  /** Stop the node plugin (mounts stay) and start a new one. */
+  restartNode(between?: () => Promise<void>): Promise<void>;
   readonly csi: CsiClient;
   readonly s3: S3Client;
   readonly rgw: Record<string, string>;
@@ -206,25 +209,29 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     if (e?.name !== "BucketAlreadyOwnedByYou") throw e;
   });
   const sock = `${root}/csi.sock`;
-  const node = spawnBinary("node", [
-    `--node-id=${NODE}`,
-    `--kubelet-path=${root}`,
-    `--endpoint=unix://${sock}`,
-    "--log-format=text",
-    "--attachment-timeout=20s",
-    "--mount-timeout=20s",
-    ...(options.nodeArgs ?? []),
-  ], {
-    KUBECONFIG: api.kubeconfigPath,
-    AWS_ACCESS_KEY_ID: rgw.AWS_ACCESS_KEY_ID!,
-    AWS_SECRET_ACCESS_KEY: rgw.AWS_SECRET_ACCESS_KEY!,
-    AWS_ENDPOINT_URL: rgw.S3_ENDPOINT!,
-    AWS_REGION: rgw.AWS_REGION ?? "us-east-1",
-  });
-  await waitFor("the node plugin socket", async () => {
-    if (node.stderr().includes("error:")) throw new Error(`node plugin failed: ${node.stderr()}`);
-    return await Deno.stat(sock).then(() => true, () => false);
-  }, { timeoutMs: 60_000 });
+  const startNode = async () => {
+    const proc = spawnBinary("node", [
+      `--node-id=${NODE}`,
+      `--kubelet-path=${root}`,
+      `--endpoint=unix://${sock}`,
+      "--log-format=text",
+      "--attachment-timeout=20s",
+      "--mount-timeout=20s",
+      ...(options.nodeArgs ?? []),
+    ], {
+      KUBECONFIG: api.kubeconfigPath,
+      AWS_ACCESS_KEY_ID: rgw.AWS_ACCESS_KEY_ID!,
+      AWS_SECRET_ACCESS_KEY: rgw.AWS_SECRET_ACCESS_KEY!,
+      AWS_ENDPOINT_URL: rgw.S3_ENDPOINT!,
+      AWS_REGION: rgw.AWS_REGION ?? "us-east-1",
+    });
+    await waitFor("the node plugin to be ready", () => {
+      if (proc.stderr().includes("error:")) throw new Error(`node plugin failed: ${proc.stderr()}`);
+      return proc.stderr().includes("Node plugin ready");
+    }, { timeoutMs: 60_000 });
+    return proc;
+  };
+  let node = await startNode();
   const csi = connectCsi(sock, { timeoutMs: 60_000 });
   const mpPods: MpPod[] = [];
 
@@ -232,7 +239,14 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     api,
     kube,
     root,
-    node,
+    get node() {
+      return node;
+    },
+    async restartNode(between) {
+      await node.stop("SIGTERM");
+      await between?.();
+      node = await startNode();
+    },
     csi,
     s3,
     rgw,

@@ -1,0 +1,160 @@
+/**
+ * Node plugin benchmark (root, real FUSE, RGW from scripts/s3/rgw_start.sh):
+ *
+ * 1. NodePublishVolume latency, p50/p99 over N publishes:
+ *    a. new source mount on an already Running Mountpoint Pod (fd passing + engine start + ready);
+ *    b. a publish that shares an existing source mount (bind only).
+ * 2. Sequential write and read of one object through the mount vs direct @aws-sdk/client-s3
+ *    PUT/GET on the same server in the same run.
+ * 3. Idle RSS of the node plugin and of one mounter (plus its engine).
+ *
+ * Usage: `deno run -A scripts/bench_node.ts [--publishes=50] [--size-mib=256]`
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
+import { PODS } from "../src/kube/resources.ts";
+import { ANNOTATION_NEEDS_UNMOUNT } from "../src/mppod/labels.ts";
+import { kubeletMkdirParent, skipReason, startHarness } from "../tests/node/_harness.ts";
+import { runToEnd } from "../tests/_helpers.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    publishes: { type: "string", default: "50" },
+    "size-mib": { type: "string", default: "256" },
+    "read-ahead-kb": { type: "string", default: "1024" },
+  },
+});
+const N = Number(values.publishes);
+const SIZE = Number(values["size-mib"]) * 1024 * 1024;
+const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
+
+function pct(samples: number[], p: number): number {
+  const s = [...samples].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
+}
+
+async function rssMiB(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
+}
+
+async function childPids(pid: number): Promise<number[]> {
+  const r = await runToEnd("pgrep", ["-P", String(pid)]);
+  return r.stdout.trim().split("\n").filter(Boolean).map(Number);
+}
+
+async function main(): Promise<number> {
+  const reason = skipReason();
+  if (reason) {
+    out(`bench_node: cannot run: ${reason}`);
+    return 1;
+  }
+  await using h = await startHarness({
+    nodeArgs: [`--read-ahead-kb=${values["read-ahead-kb"]}`],
+  });
+  const rows: [string, string][] = [];
+
+  // 1a. New source mount on a Running Mountpoint Pod.
+  const fresh: number[] = [];
+  for (let i = 0; i < N; i++) {
+    const mp = await h.mountpointPod(`mp-new-${i}`);
+    const pv = `pv-new-${i}`;
+    await h.assign(pv, `vol-${pv}`, mp.name, [`uid-new-${i}`]);
+    const target = h.target(`uid-new-${i}`, pv);
+    await kubeletMkdirParent(target);
+    const t0 = performance.now();
+    await h.csi.node.nodePublishVolume(h.publishRequest(`uid-new-${i}`, pv));
+    fresh.push(performance.now() - t0);
+    if (i === 0) {
+      await new Promise((r) => setTimeout(r, 2000));
+      const node = await rssMiB(h.node.child.pid);
+      const mounter = await rssMiB(mp.mounter.child.pid);
+      const engines = await childPids(mp.mounter.child.pid);
+      const engine = engines.length ? await rssMiB(engines[0]!) : 0;
+      rows.push(["idle RSS node plugin (MiB)", node.toFixed(0)]);
+      rows.push(["idle RSS mounter (MiB, Deno)", mounter.toFixed(0)]);
+      rows.push(["idle RSS engine (MiB, rclone)", engine.toFixed(0)]);
+    }
+    await h.csi.node.nodeUnpublishVolume({ volumeId: `vol-${pv}`, targetPath: target });
+    await h.kube.patch(PODS, mp.name, "mount-s3", {
+      metadata: { annotations: { [ANNOTATION_NEEDS_UNMOUNT]: "true" } },
+    }, { type: "merge" });
+    await mp.mounter.child.status;
+  }
+  rows.push([
+    `publish, new source mount: p50 / p99 ms (n=${N})`,
+    `${pct(fresh, 50).toFixed(1)} / ${pct(fresh, 99).toFixed(1)}`,
+  ]);
+
+  // 1b. Shared source mount: bind only.
+  const shared = await h.mountpointPod("mp-shared");
+  const uids = Array.from({ length: N + 1 }, (_, i) => `uid-sh-${i}`);
+  await h.assign("pv-sh", "vol-pv-sh", shared.name, uids);
+  await kubeletMkdirParent(h.target(uids[0]!, "pv-sh"));
+  await h.csi.node.nodePublishVolume(h.publishRequest(uids[0]!, "pv-sh")); // creates the source
+  const bind: number[] = [];
+  for (const uid of uids.slice(1)) {
+    await kubeletMkdirParent(h.target(uid, "pv-sh"));
+    const t0 = performance.now();
+    await h.csi.node.nodePublishVolume(h.publishRequest(uid, "pv-sh"));
+    bind.push(performance.now() - t0);
+  }
+  rows.push([
+    `publish, shared source mount: p50 / p99 ms (n=${N})`,
+    `${pct(bind, 50).toFixed(1)} / ${pct(bind, 99).toFixed(1)}`,
+  ]);
+
+  // 2. Throughput.
+  const target = h.target(uids[0]!, "pv-sh");
+  const data = new Uint8Array(SIZE);
+  for (let i = 0; i < SIZE; i += 4096) data[i] = i & 0xff;
+  const mib = SIZE / 1024 / 1024;
+  const mbps = (ms: number) => (SIZE / 1e6 / (ms / 1000));
+
+  let t0 = performance.now();
+  await h.s3.send(new PutObjectCommand({ Bucket: h.bucket, Key: "direct.bin", Body: data }));
+  const sdkPut = performance.now() - t0;
+  t0 = performance.now();
+  const got = await h.s3.send(new GetObjectCommand({ Bucket: h.bucket, Key: "direct.bin" }));
+  let n = 0;
+  for await (const c of got.Body!.transformToWebStream()) n += (c as Uint8Array).length;
+  const sdkGet = performance.now() - t0;
+  if (n !== SIZE) throw new Error(`SDK GET returned ${n} bytes`);
+
+  // dd, like a workload would (bs=1M sequential); /dev/zero content, S3 does not compress.
+  const dd = async (args: string[]) => {
+    const t = performance.now();
+    const r = await runToEnd("dd", [...args, "bs=1M", `count=${mib}`]);
+    if (r.code !== 0) throw new Error(`dd ${args.join(" ")} failed: ${r.stderr}`);
+    return performance.now() - t;
+  };
+  const fuseWrite = await dd(["if=/dev/zero", `of=${target}/mount.bin`]);
+  // Read an object the mount has not cached (written by the SDK).
+  const fuseRead = await dd([`if=${target}/direct.bin`, "of=/dev/null"]);
+  rows.push([
+    `write ${mib} MiB: mount / SDK PUT MB/s (ratio)`,
+    `${mbps(fuseWrite).toFixed(0)} / ${mbps(sdkPut).toFixed(0)} (${
+      (sdkPut / fuseWrite).toFixed(2)
+    })`,
+  ]);
+  rows.push([
+    `read ${mib} MiB: mount / SDK GET MB/s (ratio)`,
+    `${mbps(fuseRead).toFixed(0)} / ${mbps(sdkGet).toFixed(0)} (${(sdkGet / fuseRead).toFixed(2)})`,
+  ]);
+
+  const width = Math.max(...rows.map(([k]) => k.length));
+  out(
+    `\nNode plugin benchmark (read_ahead_kb=${
+      values["read-ahead-kb"]
+    }, engine rclone mount2, RGW ${h.rgw.S3_ENDPOINT})`,
+  );
+  out(`${"metric".padEnd(width)} | value`);
+  out(`${"-".repeat(width)}-|------`);
+  for (const [k, v] of rows) out(`${k.padEnd(width)} | ${v}`);
+  return 0;
+}
+
+if (import.meta.main) Deno.exit(await main());
