@@ -5,7 +5,8 @@
 #   3. tests/    integration tiers (real processes, FUSE, S3, API servers); a tier whose
 #                prerequisites are missing skips with a printed reason
 # Ends with a line "N passed, N failed, N skipped" counted from the JUnit reports.
-# Set TEST_FILTER to pass --filter to deno test; TEST_PATHS to run only some paths of tests/.
+# Set TEST_FILTER to pass --filter to deno test; TEST_PATHS to run only some paths of tests/;
+# KEEP_SERVICES=1 leaves RGW and the real API server running; SKIP_RGW=1 / SKIP_KUBE_REAL=1 skip them.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,12 +29,63 @@ step() {
 filter=()
 [ -n "${TEST_FILTER:-}" ] && filter=(--filter "$TEST_FILTER")
 
+# Services the integration tiers use. Tests that need one skip with a printed reason when it is
+# absent; in CI (CI=true) a service that cannot start fails the run.
+cleanup() {
+  [ "${KEEP_SERVICES:-}" = "1" ] && return 0
+  [ -n "${RGW_STARTED:-}" ] && bash scripts/s3/rgw_stop.sh >/dev/null 2>&1
+  [ -n "${KUBE_REAL_STARTED:-}" ] && bash scripts/kube_real/stop.sh >/dev/null 2>&1
+  [ -n "${KUBE_REAL_BUILD_PID:-}" ] && kill "$KUBE_REAL_BUILD_PID" 2>/dev/null
+  return 0
+}
+trap cleanup EXIT
+service_failed() {
+  printf '=== service %s unavailable: %s\n' "$1" "$2" >&2
+  if [ "${CI:-}" = "true" ]; then failed_steps+=("service-$1"); fi
+}
+# The real kube-apiserver tier builds from Go modules (minutes on a new machine): start it now.
+if [ "${SKIP_KUBE_REAL:-}" != "1" ]; then
+  bash scripts/kube_real/build.sh > dist/kube-real-build.log 2>&1 &
+  KUBE_REAL_BUILD_PID=$!
+fi
+
 step fmt deno fmt --check
 step lint deno lint
 step check deno task check
 # Unit tests get no permissions, except two env vars the yaml package reads when parsing.
 step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/
 step gen deno task gen:check
+
+if [ "$(id -u)" -eq 0 ] && [ "${SKIP_RGW:-}" != "1" ]; then
+  if env_lines=$(bash scripts/s3/rgw_start.sh 2>dist/rgw-start.log); then
+    RGW_STARTED=1
+    set -a; eval "$env_lines"; set +a
+    export S3_ENV_FILE="${S3_STATE_DIR:-/var/tmp/s3csi-rgw}/env"
+    printf '=== service rgw: %s\n' "$S3_ENDPOINT" >&2
+  else
+    service_failed rgw "$(tail -1 dist/rgw-start.log)"
+  fi
+else
+  printf '=== service rgw: skipped (needs root; SKIP_RGW=%s)\n' "${SKIP_RGW:-}" >&2
+fi
+if [ -n "${KUBE_REAL_BUILD_PID:-}" ]; then
+  rc=0; wait "$KUBE_REAL_BUILD_PID" || rc=$?
+  KUBE_REAL_BUILD_PID=""
+  if [ "$rc" -eq 0 ]; then
+    rc=0; kcfg=$(bash scripts/kube_real/start.sh 2>dist/kube-real-start.log) || rc=$?
+    if [ "$rc" -eq 0 ]; then
+      KUBE_REAL_STARTED=1
+      export KUBE_REAL_KUBECONFIG="$kcfg"
+      printf '=== service kube-real: %s\n' "$kcfg" >&2
+    else
+      service_failed kube-real "start.sh exit $rc: $(tail -1 dist/kube-real-start.log)"
+    fi
+  elif [ "$rc" -eq 3 ]; then
+    service_failed kube-real "cannot build here: $(tail -1 dist/kube-real-build.log)"
+  else
+    service_failed kube-real "build failed (exit $rc): $(tail -1 dist/kube-real-build.log)"
+  fi
+fi
 # shellcheck disable=SC2086
 step integration deno test -A --junit-path="$REPORTS/integration.xml" "${filter[@]}" ${TEST_PATHS:-tests/}
 
