@@ -1,0 +1,398 @@
+/**
+ * One pod's life on an emulated node, in kubelet v1.32 order (`kubelet-csi-contract.md` §1.7, §5):
+ *
+ * 1. pod dirs, status Pending with containers `ContainerCreating`;
+ * 2. volumes (retried with `FailedMount` events; no container starts before all are ready);
+ * 3. containers as processes, restarted per `restartPolicy` with CrashLoopBackOff back-off, status
+ *    PATCHed to `pods/<name>/status` on every change;
+ * 4. a pod whose containers are all done (Succeeded/Failed) gets its volumes unpublished;
+ * 5. deletion (`deletionTimestamp`): SIGTERM, SIGKILL after the grace period, terminal status,
+ *    NodeUnpublishVolume (retried), final status, `DELETE` with grace 0 and a UID precondition,
+ *    then the pod dir is removed. A force-deleted pod gets the same clean-up without API writes.
+ *
+ * @module
+ */
+import type { KubeClient } from "../kube/client.ts";
+import { ConflictError, NotFoundError } from "../kube/errors.ts";
+import { CONFIGMAPS_RESOURCE, podRef } from "./kubelet_resources.ts";
+import { PODS, SECRETS } from "../kube/resources.ts";
+import { readMountInfo } from "../sys/mountinfo.ts";
+import { errorMessage } from "../util/errors.ts";
+import { logger } from "../util/log.ts";
+import { aborted, Backoff, type BackoffSettings, RESTART_BACKOFF, sleep } from "./backoff.ts";
+import { ContainerProcess } from "./container_process.ts";
+import {
+  buildProcessSpec,
+  ContainerConfigError,
+  type ImageMapping,
+  resolveEnv,
+  type ValueLookup,
+} from "./container_spec.ts";
+import type { EventRecorder } from "./event_recorder.ts";
+import { type Container, nowRfc3339, type Pod, type PodStatus } from "./k8s_types.ts";
+import { podDir, podVolumesDir } from "./kubelet_paths.ts";
+import {
+  buildPodStatus,
+  type ContainerRecord,
+  finalizeRecords,
+  newContainerRecord,
+  terminatedReason,
+} from "./pod_status.ts";
+import type { VolumeManager } from "./volume_manager.ts";
+
+/** What a worker needs from its kubelet. */
+export interface PodWorkerDeps {
+  readonly client: KubeClient;
+  readonly nodeName: string;
+  readonly kubeletRoot: string;
+  readonly volumes: VolumeManager;
+  readonly events: EventRecorder;
+  readonly mountpointImage: ImageMapping;
+  /** Container logs go to `<logRoot>/<ns>_<name>_<uid>/<container>/<restart>.log`. */
+  readonly logRoot: string;
+  readonly restartBackoff?: BackoffSettings;
+  /** Republish period for drivers with `requiresRepublish`; 0 disables. */
+  readonly republishMs: number;
+  readonly requiresRepublish: () => Promise<boolean>;
+  /** Called once the worker is finished and the pod is gone (or the kubelet stopped). */
+  readonly onDone: (uid: string) => void;
+}
+
+/** The worker of one pod (keyed by UID). */
+export class PodWorker {
+  readonly #d: PodWorkerDeps;
+  readonly #log = logger("kubelet", "pod");
+  readonly #terminate = new AbortController();
+  readonly #stop = new AbortController();
+  readonly #records: ContainerRecord[];
+  readonly #procs = new Map<string, ContainerProcess>();
+  #pod: Pod;
+  #startTime = nowRfc3339();
+  #forceDeleted = false;
+  #statusChain: Promise<void> = Promise.resolve();
+  #phaseOverride: PodStatus["phase"] = undefined;
+  #gone: Promise<void>;
+  #resolveGone!: () => void;
+  /** Resolves when the worker has finished everything. */
+  readonly done: Promise<void>;
+
+  /** Create and start the worker for `pod`. */
+  constructor(deps: PodWorkerDeps, pod: Pod) {
+    this.#d = deps;
+    this.#pod = pod;
+    this.#records = pod.spec.containers.map((c) => newContainerRecord(c.name, c.image ?? ""));
+    this.#gone = new Promise((r) => this.#resolveGone = r);
+    const phase = pod.status?.phase;
+    this.done = (phase === "Succeeded" || phase === "Failed" ? this.#waitGone() : this.#run())
+      .catch((err) => {
+        this.#log.error("Pod worker {pod} failed: {error}", {
+          pod: this.#name,
+          error: errorMessage(err),
+        });
+      })
+      .finally(() => deps.onDone(pod.metadata.uid));
+  }
+
+  get #name(): string {
+    return `${this.#pod.metadata.namespace}/${this.#pod.metadata.name}`;
+  }
+
+  /** The latest object from the watch. */
+  update(pod: Pod): void {
+    this.#pod = pod;
+    if (pod.metadata.deletionTimestamp && !this.#terminate.signal.aborted) {
+      this.#log.info("Pod {pod} is being deleted: terminating", { pod: this.#name });
+      this.#terminate.abort(new Error("pod is being deleted"));
+    }
+  }
+
+  /** The object is gone from the API (force delete, or our own final DELETE). */
+  deleted(): void {
+    this.#forceDeleted = true;
+    this.#terminate.abort(new Error("pod was deleted"));
+    this.#resolveGone();
+  }
+
+  /** Kubelet shutdown: stop containers and unpublish volumes, without API writes. */
+  stop(): void {
+    this.#stop.abort(new Error("kubelet stopping"));
+    this.#terminate.abort(new Error("kubelet stopping"));
+  }
+
+  async #waitGone(): Promise<void> {
+    await Promise.race([
+      this.#gone,
+      aborted(this.#stop.signal),
+    ]);
+    await this.#removePodDir();
+  }
+
+  async #run(): Promise<void> {
+    const term = this.#terminate.signal;
+    const uid = this.#pod.metadata.uid;
+    for (
+      const d of [
+        podDir(this.#d.kubeletRoot, uid),
+        podVolumesDir(this.#d.kubeletRoot, uid),
+        `${podDir(this.#d.kubeletRoot, uid)}/plugins`,
+      ]
+    ) {
+      await Deno.mkdir(d, { recursive: true, mode: 0o750 });
+      await Deno.chmod(d, 0o751);
+    }
+    this.#syncStatus();
+    let paths: Map<string, string> | undefined;
+    try {
+      paths = await this.#d.volumes.setUp(this.#pod, term);
+    } catch (err) {
+      if (!term.aborted) throw err;
+    }
+    let republisher: Promise<void> | undefined;
+    if (paths && !term.aborted) {
+      republisher = this.#republishLoop(term);
+      const runners = Promise.all(
+        this.#pod.spec.containers.map((c, i) => this.#runContainer(c, this.#records[i]!, paths!)),
+      );
+      await Promise.race([runners, aborted(term)]);
+      if (term.aborted) await this.#killContainers();
+      await runners;
+    }
+    await republisher;
+    if (!term.aborted) {
+      // Every container is done and none restarts: the pod is terminal; its volumes go.
+      this.#syncStatus();
+      await this.#statusChain;
+      await this.#d.volumes.tearDown(uid, this.#stop.signal);
+      await Promise.race([this.#gone, aborted(term)]);
+    }
+    await this.#terminatePod();
+  }
+
+  async #republishLoop(term: AbortSignal): Promise<void> {
+    if (!this.#d.republishMs || !(await this.#d.requiresRepublish().catch(() => false))) return;
+    while (!term.aborted && this.#records.some((r) => r.state.running || !r.state.terminated)) {
+      await sleep(this.#d.republishMs * (1 + Math.random() * 0.5), term);
+      if (term.aborted) return;
+      await this.#d.volumes.republish(this.#pod, term);
+    }
+  }
+
+  #logPath(name: string, restart: number): string {
+    const p = this.#pod.metadata;
+    return `${this.#d.logRoot}/${p.namespace}_${p.name}_${p.uid}/${name}/${restart}.log`;
+  }
+
+  /** Log file of a container's current (or last) run. */
+  logPath(container: string): string {
+    const r = this.#records.find((x) => x.name === container);
+    return this.#logPath(container, r?.restartCount ?? 0);
+  }
+
+  async #runContainer(
+    c: Container,
+    rec: ContainerRecord,
+    paths: Map<string, string>,
+  ): Promise<void> {
+    const term = this.#terminate.signal;
+    const backoff = new Backoff(this.#d.restartBackoff ?? RESTART_BACKOFF);
+    const policy = this.#pod.spec.restartPolicy ?? "Always";
+    const lookup: ValueLookup = async (kind, ns, name, key) => {
+      const obj = await this.#d.client.get<{ data?: Record<string, string> }>(
+        kind === "Secret" ? SECRETS : CONFIGMAPS_RESOURCE,
+        name,
+        ns,
+      );
+      const v = obj?.data?.[key];
+      if (v === undefined || kind === "ConfigMap") return v;
+      return new TextDecoder().decode(Uint8Array.from(atob(v), (ch) => ch.charCodeAt(0)));
+    };
+    while (!term.aborted) {
+      let proc: ContainerProcess;
+      try {
+        const env = await resolveEnv(this.#pod, c, lookup);
+        const spec = buildProcessSpec({
+          pod: this.#pod,
+          container: c,
+          volumePaths: paths,
+          env,
+          mountpointImage: this.#d.mountpointImage,
+          defaultCwd: "/",
+        });
+        proc = await ContainerProcess.start(spec, this.#logPath(c.name, rec.restartCount));
+      } catch (err) {
+        const reason = err instanceof ContainerConfigError
+          ? "CreateContainerConfigError"
+          : "RunContainerError";
+        rec.state = { waiting: { reason, message: errorMessage(err) } };
+        this.#syncStatus();
+        await this.#d.events.record(this.#pod, "Warning", "Failed", `Error: ${errorMessage(err)}`);
+        await sleep(backoff.next(), term);
+        continue;
+      }
+      this.#procs.set(c.name, proc);
+      rec.state = { running: { startedAt: proc.startedAt } };
+      rec.started = true;
+      rec.containerID = `emulator://${this.#d.nodeName}/${proc.pid}`;
+      this.#syncStatus();
+      void this.#d.events.record(this.#pod, "Normal", "Started", `Started container ${c.name}`);
+      const exit = await proc.exited;
+      this.#procs.delete(c.name);
+      rec.state = {
+        terminated: {
+          exitCode: exit.exitCode,
+          reason: terminatedReason(exit.exitCode),
+          startedAt: exit.startedAt,
+          finishedAt: exit.finishedAt,
+          containerID: rec.containerID,
+        },
+      };
+      this.#log.info("Container {container} of pod {pod} exited with {code}", {
+        container: c.name,
+        pod: this.#name,
+        code: exit.exitCode,
+      });
+      if (term.aborted) return;
+      const restart = policy === "Always" || (policy === "OnFailure" && exit.exitCode !== 0);
+      if (!restart) {
+        this.#syncStatus();
+        return;
+      }
+      const delay = backoff.next();
+      rec.lastState = rec.state;
+      rec.state = {
+        waiting: {
+          reason: "CrashLoopBackOff",
+          message: `back-off ${
+            Math.round(delay / 1000)
+          }s restarting failed container=${c.name} pod=${this.#pod.metadata.name}_${this.#pod.metadata.namespace}(${this.#pod.metadata.uid})`,
+        },
+      };
+      this.#syncStatus();
+      void this.#d.events.record(
+        this.#pod,
+        "Warning",
+        "BackOff",
+        "Back-off restarting failed container " +
+          `${c.name} in pod ${this.#pod.metadata.name}_${this.#pod.metadata.namespace}(${this.#pod.metadata.uid})`,
+      );
+      await sleep(delay, term);
+      if (term.aborted) return;
+      rec.restartCount++;
+    }
+  }
+
+  /** Queue a status PATCH of the current state (serialized, errors logged). */
+  #syncStatus(): void {
+    if (this.#forceDeleted) return;
+    const status = buildPodStatus({
+      spec: this.#pod.spec,
+      records: this.#records,
+      startTime: this.#startTime,
+      now: nowRfc3339(),
+      ...(this.#phaseOverride ? { phase: this.#phaseOverride } : {}),
+    });
+    const p = this.#pod.metadata;
+    this.#statusChain = this.#statusChain.then(async () => {
+      if (this.#forceDeleted) return;
+      try {
+        await this.#d.client.patch(PODS, p.name, p.namespace, { status }, {
+          subresource: "status",
+        });
+      } catch (err) {
+        if (err instanceof NotFoundError) return;
+        this.#log.warn("Status update of pod {pod} failed: {error}", {
+          pod: this.#name,
+          error: errorMessage(err),
+        });
+      }
+    });
+  }
+
+  /** Termination (§5.2): kill, terminal status, unpublish, final status, DELETE, dirs. */
+  /** StopContainer for every running container: SIGTERM, SIGKILL after the grace period. */
+  async #killContainers(): Promise<void> {
+    const grace = Math.max(
+      0,
+      this.#pod.metadata.deletionGracePeriodSeconds ??
+        this.#pod.spec.terminationGracePeriodSeconds ?? 30,
+    );
+    const graceMs = this.#stop.signal.aborted ? Math.min(grace * 1000, 2000) : grace * 1000;
+    await Promise.all([...this.#procs.entries()].map(async ([name, proc]) => {
+      if (!this.#forceDeleted && !this.#stop.signal.aborted) {
+        void this.#d.events.record(this.#pod, "Normal", "Killing", `Stopping container ${name}`);
+      }
+      await proc.stop(graceMs);
+    }));
+  }
+
+  async #terminatePod(): Promise<void> {
+    await this.#killContainers();
+    const allZero = this.#records.every((r) => r.state.terminated?.exitCode === 0);
+    const anyStarted = this.#records.some((r) => r.started);
+    if (!this.#stop.signal.aborted) {
+      if (anyStarted) this.#phaseOverride = allZero ? "Succeeded" : "Failed";
+      // Real kubelet PATCHes the terminal phase here, before unpublishing. The API emulator
+      // removes a terminating pod as soon as its phase is terminal (a shortcut for runs without a
+      // kubelet, see docs/notes/emulator_requests.md), which would drop the object before
+      // NodeUnpublishVolume; so the emulator reports the containers' exits but keeps the phase
+      // until the final status below.
+      const saved = this.#phaseOverride;
+      this.#phaseOverride = "Running";
+      if (anyStarted) this.#syncStatus();
+      this.#phaseOverride = saved;
+      await this.#statusChain;
+    }
+    // On kubelet shutdown volumes are still unpublished, within a bounded time.
+    const clean = await this.#d.volumes.tearDown(
+      this.#pod.metadata.uid,
+      this.#stop.signal.aborted ? AbortSignal.timeout(15_000) : this.#stop.signal,
+    );
+    if (this.#stop.signal.aborted) {
+      await this.#removePodDir();
+      return;
+    }
+    while (!clean && (await this.#d.volumes.podVolumesMounted(this.#pod.metadata.uid))) {
+      await sleep(100, this.#stop.signal);
+      if (this.#stop.signal.aborted) return;
+    }
+    finalizeRecords(this.#records, nowRfc3339());
+    if (this.#phaseOverride === undefined) {
+      this.#phaseOverride = allZero && anyStarted ? "Succeeded" : "Failed";
+    }
+    this.#syncStatus();
+    await this.#statusChain;
+    if (!this.#forceDeleted) {
+      const m = this.#pod.metadata;
+      try {
+        await this.#d.client.delete(PODS, m.name, m.namespace, {
+          gracePeriodSeconds: 0,
+          preconditions: { uid: m.uid },
+        });
+      } catch (err) {
+        if (!(err instanceof NotFoundError) && !(err instanceof ConflictError)) throw err;
+      }
+    }
+    this.#d.events.forget(this.#pod.metadata.uid);
+    await this.#removePodDir();
+  }
+
+  /** `cleanupOrphanedPodDirs`, refusing to remove anything that still has a mount below it. */
+  async #removePodDir(): Promise<void> {
+    const dir = podDir(this.#d.kubeletRoot, this.#pod.metadata.uid);
+    const mounts = await readMountInfo();
+    const held = mounts.find((m) => m.mountPoint === dir || m.mountPoint.startsWith(`${dir}/`));
+    if (held) {
+      this.#log.warn("Pod dir {dir} still has a mount at {mount}: left in place", {
+        dir,
+        mount: held.mountPoint,
+      });
+      return;
+    }
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+
+  /** Pod reference for logs and reports. */
+  get ref(): string {
+    return podRef(this.#pod);
+  }
+}

@@ -1,0 +1,264 @@
+/**
+ * The kubelet emulator against a recording CSI node server over a real unix socket: the exact
+ * NodePublishVolume request kubelet v1.32 sends, the directories and `vol_data.json` it leaves,
+ * the workload run as its user with the volume reachable, and the deletion order.
+ */
+import assert from "node:assert/strict";
+import { EVENTS, PODS, SECRETS } from "../../src/kube/resources.ts";
+import { PVCS, PVS } from "../../src/kube/resources.ts";
+import { csiTargetPath, csiVolumeDir, podDir } from "../../src/kubelet/kubelet_paths.ts";
+import type { Pod } from "../../src/kubelet/k8s_types.ts";
+import { Code, CsiError } from "../../src/csi/errors.ts";
+import { DRIVER_NAME } from "../../src/util/version.ts";
+import { exists, waitFor } from "../_helpers.ts";
+import { csiPv, pvc, startHarness } from "./_harness.ts";
+
+const isRoot = Deno.uid() === 0;
+
+function workload(
+  name: string,
+  command: string,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    metadata: { name, namespace: "default" },
+    spec: {
+      nodeName: "node-1",
+      restartPolicy: "Never",
+      serviceAccountName: "app-sa",
+      terminationGracePeriodSeconds: 5,
+      securityContext: { runAsUser: 1000, runAsGroup: 3000, fsGroup: 2000 },
+      containers: [{
+        name: "app",
+        image: "busybox",
+        command: ["sh", "-c", command],
+        volumeMounts: [{ name: "data", mountPath: "/data" }],
+      }],
+      volumes: [
+        { name: "data", persistentVolumeClaim: { claimName: "claim-a", readOnly: true } },
+        { name: "unused", persistentVolumeClaim: { claimName: "claim-unused" } },
+      ],
+      ...extra,
+    },
+  };
+}
+
+Deno.test({
+  name:
+    "kubelet emulator publishes with kubelet's exact request, runs the workload as its user, unpublishes and deletes",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness();
+    await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
+    await h.client.create(SECRETS, {
+      metadata: { name: "s3-creds", namespace: "default" },
+      data: { key_id: btoa("AKID"), secret_access_key: btoa("s3cr3t") },
+    });
+    await h.client.create(
+      PVS,
+      csiPv("pv-a", {
+        csi: {
+          driver: DRIVER_NAME,
+          volumeHandle: "vol-a",
+          volumeAttributes: {
+            bucketName: "bucket-a",
+            "csi.storage.k8s.io/pod.name": "overwritten",
+          },
+          nodePublishSecretRef: { name: "s3-creds", namespace: "default" },
+        },
+      }),
+    );
+    await h.client.create(PVCS, pvc("claim-a", "pv-a"));
+    const created = await h.client.create<Pod>(
+      PODS,
+      workload(
+        "app-1",
+        "echo hello > /data/out.txt && cat /data/out.txt && id -u && id -G && pwd",
+      ) as Pod,
+    );
+    const uid = created.metadata.uid;
+    const done = await waitFor("pod Succeeded", async () => {
+      const p = await h.client.get<Pod>(PODS, "app-1", "default");
+      return p?.status?.phase === "Succeeded" ? p : undefined;
+    }, { timeoutMs: 20_000 });
+
+    // RPC sequence: registration NodeGetInfo; MountDevice 1× caps; SetUp 3× caps; publish.
+    const sequence = h.csi.calls.map((c) => c.method);
+    const firstPublish = sequence.indexOf("NodePublishVolume");
+    assert.deepEqual(sequence.slice(0, firstPublish + 1), [
+      "NodeGetInfo",
+      "NodeGetCapabilities",
+      "NodeGetCapabilities",
+      "NodeGetCapabilities",
+      "NodeGetCapabilities",
+      "NodePublishVolume",
+    ]);
+    const target = csiTargetPath(h.root, uid, "pv-a");
+    assert.equal(target, `${h.root}/pods/${uid}/volumes/kubernetes.io~csi/pv-a/mount`);
+    const publishes = h.csi.of("NodePublishVolume");
+    assert.equal(publishes.length, 1, "the unused PVC volume is never published");
+    assert.deepEqual(publishes[0]!.request, {
+      volumeId: "vol-a",
+      publishContext: {},
+      stagingTargetPath: "",
+      targetPath: target,
+      volumeCapability: {
+        mount: {
+          fsType: "",
+          mountFlags: ["allow-delete", "region us-east-1"],
+          volumeMountGroup: "2000",
+        },
+        accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
+        accessType: "mount",
+      },
+      readonly: true,
+      secrets: { key_id: "AKID", secret_access_key: "s3cr3t" },
+      volumeContext: {
+        bucketName: "bucket-a",
+        "csi.storage.k8s.io/pod.name": "app-1",
+        "csi.storage.k8s.io/pod.namespace": "default",
+        "csi.storage.k8s.io/pod.uid": uid,
+        "csi.storage.k8s.io/serviceAccount.name": "app-sa",
+        "csi.storage.k8s.io/ephemeral": "false",
+      },
+    });
+
+    // The container ran as 1000:3000 with fsGroup 2000 and found the volume at the target path.
+    const status = done.status!.containerStatuses![0]!;
+    assert.equal(status.state.terminated?.exitCode, 0);
+    assert.equal(status.state.terminated?.reason, "Completed");
+    const log = await Deno.readTextFile(h.kubelet.containerLogPath(uid, "app")!);
+    assert.equal(log, "hello\n1000\n3000 2000\n/\n");
+    const file = await Deno.stat(`${target}/out.txt`).catch(() => undefined);
+    // The recording driver's unpublish removes the target, so the file may already be gone.
+    if (file) assert.equal(file.uid, 1000);
+
+    // A terminal pod's volumes are unpublished: volume_id + target only.
+    await waitFor("NodeUnpublishVolume", () => h.csi.of("NodeUnpublishVolume").length === 1);
+    assert.deepEqual(h.csi.of("NodeUnpublishVolume")[0]!.request, {
+      volumeId: "vol-a",
+      targetPath: target,
+    });
+    await waitFor("PV dir removed", async () => !(await exists(csiVolumeDir(h.root, uid, "pv-a"))));
+    assert.equal(
+      await exists(`${h.root}/plugins/kubernetes.io/csi/${DRIVER_NAME}`),
+      true,
+      "the driver's device dir parent stays",
+    );
+
+    await h.client.delete(PODS, "app-1", "default");
+    await waitFor("pod gone", async () => !(await h.client.get(PODS, "app-1", "default")));
+    await waitFor("pod dir removed", async () => !(await exists(podDir(h.root, uid))));
+  },
+});
+
+Deno.test({
+  name:
+    "kubelet emulator writes vol_data.json before publishing and deletes a running pod after unpublish",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness();
+    await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
+    await h.client.create(PVS, csiPv("pv-b"));
+    await h.client.create(PVCS, pvc("claim-a", "pv-b"));
+    const pod = await h.client.create<Pod>(
+      PODS,
+      workload("app-2", "exec sleep 60", {
+        securityContext: { runAsUser: 1000, runAsGroup: 1000 },
+        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "claim-a" } }],
+      }) as Pod,
+    );
+    const uid = pod.metadata.uid;
+    await waitFor(
+      "pod Running",
+      async () => (await h.client.get<Pod>(PODS, "app-2", "default"))?.status?.phase === "Running",
+    );
+    const dir = csiVolumeDir(h.root, uid, "pv-b");
+    const volData = await Deno.readTextFile(`${dir}/vol_data.json`);
+    const attachment = await crypto.subtle.digest(
+      "SHA-256",
+      new TextEncoder().encode(`pv-b-handle${DRIVER_NAME}node-1`),
+    );
+    const hex = [...new Uint8Array(attachment)].map((b) => b.toString(16).padStart(2, "0")).join(
+      "",
+    );
+    assert.equal(
+      volData,
+      `{"attachmentID":"csi-${hex}","driverName":"${DRIVER_NAME}","nodeName":"node-1","specVolID":"pv-b","volumeHandle":"pv-b-handle","volumeLifecycleMode":"Persistent"}\n`,
+    );
+    const req = h.csi.of("NodePublishVolume")[0]!.request;
+    assert.equal(req.readonly, false);
+    assert.equal(req.volumeCapability?.mount?.volumeMountGroup, "", "no fsGroup, no mount group");
+    assert.deepEqual(req.secrets, {}, "no secret ref, no secrets");
+
+    const t0 = Date.now();
+    await h.client.delete(PODS, "app-2", "default", { gracePeriodSeconds: 5 });
+    const terminating = await h.client.get<Pod>(PODS, "app-2", "default");
+    assert.ok(terminating?.metadata.deletionTimestamp, "graceful deletion keeps the object");
+    await waitFor("pod gone", async () => !(await h.client.get(PODS, "app-2", "default")), {
+      timeoutMs: 15_000,
+    });
+    assert.ok(Date.now() - t0 < 4000, "sleep exits on SIGTERM; no SIGKILL wait");
+    const order = h.csi.calls.map((c) => c.method).filter((m) => m !== "NodeGetCapabilities");
+    assert.equal(order.at(-1), "NodeUnpublishVolume");
+    assert.equal(await exists(podDir(h.root, uid)), false);
+  },
+});
+
+Deno.test({
+  name:
+    "kubelet emulator retries a failed publish with FailedMount events and starts no container before success",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness();
+    await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
+    h.csi.publishError = new CsiError(Code.INTERNAL, "bucket is unreachable");
+    await h.client.create(PVS, csiPv("pv-c"));
+    await h.client.create(PVCS, pvc("claim-a", "pv-c"));
+    const pod = await h.client.create<Pod>(
+      PODS,
+      workload("app-3", "true", {
+        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "claim-a" } }],
+      }) as Pod,
+    );
+    await waitFor("two failed publishes", () => h.csi.of("NodePublishVolume").length >= 2);
+    const pending = await h.client.get<Pod>(PODS, "app-3", "default");
+    assert.equal(pending?.status?.phase, "Pending");
+    assert.equal(
+      pending?.status?.containerStatuses?.[0]?.state.waiting?.reason,
+      "ContainerCreating",
+    );
+    // Final error: kubelet removed vol_data.json and the PV dir.
+    assert.equal(await exists(csiVolumeDir(h.root, pod.metadata.uid, "pv-c")), false);
+    const events = await h.client.list<
+      { reason: string; message: string; type: string; count: number }
+    >(
+      EVENTS,
+      { namespace: "default" },
+    );
+    const failed = events.items.find((e) =>
+      e.reason === "FailedMount" && e.message.startsWith("MountVolume.SetUp")
+    );
+    assert.equal(failed?.type, "Warning");
+    assert.equal(
+      failed?.message,
+      'MountVolume.SetUp failed for volume "pv-c" : rpc error: code = Internal desc = bucket is unreachable',
+    );
+    h.csi.publishError = undefined;
+    await waitFor(
+      "pod Succeeded",
+      async () =>
+        (await h.client.get<Pod>(PODS, "app-3", "default"))?.status?.phase === "Succeeded",
+      {
+        timeoutMs: 15_000,
+      },
+    );
+    const again = await h.client.list<{ message: string; count: number }>(EVENTS, {
+      namespace: "default",
+    });
+    assert.ok(
+      (again.items.find((e) => e.message?.startsWith("MountVolume.SetUp"))?.count ?? 0) >= 2,
+      "deduplicated",
+    );
+  },
+});

@@ -1,0 +1,207 @@
+/**
+ * Containers as processes: a Mountpoint Pod runs as the pod's user with its comm emptyDir at the
+ * kubelet host path; phases and restart counts follow the process exits; the real mounter from
+ * this repo runs unprivileged and is restarted under `OnFailure`; deletion sends SIGTERM.
+ */
+import assert from "node:assert/strict";
+import { PODS } from "../../src/kube/resources.ts";
+import type { Pod } from "../../src/kubelet/k8s_types.ts";
+import { hostCommDir } from "../../src/mppod/paths.ts";
+import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../../src/mppod/labels.ts";
+import { exists, waitFor } from "../_helpers.ts";
+import { startHarness } from "./_harness.ts";
+
+const isRoot = Deno.uid() === 0;
+
+function mountpointPod(name: string, extra: Record<string, unknown> = {}): Pod {
+  return {
+    metadata: {
+      name,
+      namespace: "mount-s3",
+      labels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
+    },
+    spec: {
+      nodeName: "node-1",
+      restartPolicy: "OnFailure",
+      terminationGracePeriodSeconds: 10,
+      securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000, runAsNonRoot: true },
+      containers: [{
+        name: "mountpoint",
+        image: "registry.example/s3-csi-mounter:v2",
+        securityContext: { allowPrivilegeEscalation: false },
+        volumeMounts: [{ name: "comm", mountPath: "/comm" }],
+      }],
+      volumes: [{ name: "comm", emptyDir: { medium: "Memory", sizeLimit: "10Mi" } }],
+      ...extra,
+    },
+  } as unknown as Pod;
+}
+
+async function podStatus(
+  client: { get: <T>(...a: never[]) => Promise<T> },
+  ns: string,
+  name: string,
+) {
+  return (await (client.get as (r: unknown, n: string, ns: string) => Promise<Pod | undefined>)(
+    PODS,
+    name,
+    ns,
+  ))?.status;
+}
+
+Deno.test({
+  name:
+    "a Mountpoint Pod runs as the pod's user, unprivileged, with its comm dir at the kubelet path",
+  ignore: !isRoot,
+  async fn() {
+    const script = [
+      'cd "$MOUNTER_COMM_DIR"',
+      'printf "%s|%s|%s|%s|%s\\n" "$(id -u)" "$(id -g)" "$(id -G)" "$MOUNTER_COMM_DIR" "$*" > whoami',
+      "grep NoNewPrivs /proc/self/status >> whoami",
+      "grep CapEff /proc/self/status >> whoami",
+      "exec sleep 60",
+    ].join("; ");
+    await using h = await startHarness({
+      mountpointImage: { argv: ["sh", "-c", script, "mounter"] },
+    });
+    await h.client.create(NAMESPACE, { metadata: { name: "mount-s3" } });
+    const pod = await h.client.create<Pod>(PODS, {
+      ...mountpointPod("mp-1"),
+      spec: {
+        ...mountpointPod("mp-1").spec,
+        containers: [{
+          ...mountpointPod("mp-1").spec.containers[0]!,
+          args: ["--comm-dir", "/comm"],
+        }],
+      },
+    });
+    const uid = pod.metadata.uid;
+    const comm = hostCommDir(h.root, uid);
+    assert.equal(comm, `${h.root}/pods/${uid}/volumes/kubernetes.io~empty-dir/comm`);
+    const whoami = await waitFor(
+      "whoami",
+      () => Deno.readTextFile(`${comm}/whoami`).catch(() => ""),
+    );
+    const [ids, nnp, caps] = whoami.trim().split("\n");
+    // uid|gid|groups|comm dir|args ("/comm" rewritten to the host path)
+    assert.equal(ids, `1000|1000|1000|${comm}|--comm-dir ${comm}`);
+    assert.match(nnp!, /NoNewPrivs:\s+1/);
+    assert.match(caps!, /CapEff:\s+0+$/);
+    const info = await Deno.stat(comm);
+    assert.equal(info.gid, 1000, "emptyDir group is the fsGroup");
+    assert.equal(info.mode! & 0o7777, 0o2777);
+    assert.equal((await Deno.stat(`${comm}/whoami`)).uid, 1000);
+
+    const running = await waitFor("Running", async () => {
+      const s = await podStatus(h.client as never, "mount-s3", "mp-1");
+      return s?.phase === "Running" ? s : undefined;
+    });
+    const cs = running.containerStatuses![0]!;
+    assert.ok(cs.state.running?.startedAt);
+    assert.equal(cs.ready, true);
+    const pid = Number(cs.containerID!.split("/").at(-1));
+    const status = await Deno.readTextFile(`/proc/${pid}/status`);
+    assert.match(status, /^Uid:\s+1000\s+1000\s+1000\s+1000$/m);
+    assert.match(status, /^Groups:\s+1000\s*$/m);
+
+    await h.client.delete(PODS, "mp-1", "mount-s3");
+    await waitFor("pod gone", async () => !(await h.client.get(PODS, "mp-1", "mount-s3")), {
+      timeoutMs: 15_000,
+    });
+    assert.equal(await exists(`/proc/${pid}`), false, "process killed by SIGTERM");
+    assert.equal(await exists(comm), false, "pod dir removed");
+  },
+});
+
+Deno.test({
+  name: "pod phase and restart counts follow the processes (OnFailure, Never, Always)",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness();
+    const pod = (name: string, policy: string, command: string) => ({
+      metadata: { name, namespace: "default" },
+      spec: {
+        nodeName: "node-1",
+        restartPolicy: policy,
+        containers: [{ name: "c", image: "busybox", command: ["sh", "-c", command] }],
+      },
+    });
+    await h.client.create(PODS, pod("fails", "OnFailure", "exit 1"));
+    await h.client.create(PODS, pod("ok", "OnFailure", "exit 0"));
+    await h.client.create(PODS, pod("never", "Never", "exit 7"));
+    await h.client.create(PODS, pod("always", "Always", "exit 0"));
+
+    const restarted = await waitFor("two restarts", async () => {
+      const s = await podStatus(h.client as never, "default", "fails");
+      return (s?.containerStatuses?.[0]?.restartCount ?? 0) >= 2 ? s : undefined;
+    }, { timeoutMs: 15_000 });
+    assert.equal(restarted.phase, "Running");
+    const last = restarted.containerStatuses![0]!;
+    const lastExit = last.lastState.terminated ?? last.state.terminated;
+    assert.equal(lastExit?.exitCode, 1);
+    assert.equal(lastExit?.reason, "Error");
+
+    const ok = await waitFor("Succeeded", async () => {
+      const s = await podStatus(h.client as never, "default", "ok");
+      return s?.phase === "Succeeded" ? s : undefined;
+    });
+    assert.equal(ok.containerStatuses![0]!.restartCount, 0);
+    assert.equal(ok.containerStatuses![0]!.state.terminated?.reason, "Completed");
+
+    const never = await waitFor("Failed", async () => {
+      const s = await podStatus(h.client as never, "default", "never");
+      return s?.phase === "Failed" ? s : undefined;
+    });
+    assert.equal(never.containerStatuses![0]!.state.terminated?.exitCode, 7);
+
+    const always = await waitFor("Always restarts exit 0", async () => {
+      const s = await podStatus(h.client as never, "default", "always");
+      return (s?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? s : undefined;
+    }, { timeoutMs: 15_000 });
+    assert.equal(always.phase, "Running");
+  },
+});
+
+Deno.test({
+  name: "the real mounter runs unprivileged from source and is restarted under OnFailure",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness();
+    await h.client.create(NAMESPACE, { metadata: { name: "mount-s3" } });
+    const base = mountpointPod("mp-real");
+    const pod = await h.client.create<Pod>(PODS, {
+      ...base,
+      spec: {
+        ...base.spec,
+        containers: [{
+          ...base.spec.containers[0]!,
+          args: ["--receive-timeout", "1s", "--log-format", "text"],
+        }],
+      },
+    });
+    const s = await waitFor("a restart", async () => {
+      const st = await podStatus(h.client as never, "mount-s3", "mp-real");
+      return (st?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? st : undefined;
+    }, { timeoutMs: 40_000 });
+    const cs = s.containerStatuses![0]!;
+    const exit = cs.lastState.terminated ?? cs.state.terminated;
+    assert.equal(exit?.exitCode, 3, "MOUNTER_EXIT_NO_MESSAGE");
+    const log = await Deno.readTextFile(
+      `${h.root}/pod-logs/mount-s3_mp-real_${pod.metadata.uid}/mountpoint/0.log`,
+    );
+    assert.match(log, /s3csi.mounter|fd passing|mount message/i, log);
+    assert.doesNotMatch(
+      log,
+      /comm dir .* does not exist/,
+      "MOUNTER_COMM_DIR points at the emptyDir",
+    );
+  },
+});
+
+const NAMESPACE = {
+  group: "",
+  version: "v1",
+  plural: "namespaces",
+  kind: "Namespace",
+  namespaced: false,
+};
