@@ -156,6 +156,21 @@ export class Cluster {
     return this.present(t, o);
   }
 
+  /**
+   * The Priority admission plugin: a pod naming a PriorityClass that does not exist is refused
+   * (the built-in `system-*` classes always exist).
+   */
+  #checkPriorityClass(pod: JsonObject, name: string): void {
+    const pc = (isObject(pod.spec) ? pod.spec : {}).priorityClassName;
+    if (typeof pc !== "string" || pc === "" || pc.startsWith("system-")) return;
+    if (!this.store.get("scheduling.k8s.io/priorityclasses", "", pc)) {
+      throw forbidden(`pods "${name}" is forbidden: no PriorityClass with name ${pc} was found`, {
+        name,
+        kind: "pods",
+      });
+    }
+  }
+
   #checkNamespace(t: ResourceType, ns: string, name: string): void {
     if (!t.namespaced) return;
     const n = this.store.get("/namespaces", "", ns);
@@ -289,6 +304,7 @@ export class Cluster {
     }
     const name = String(m.name);
     this.#checkNamespace(t, ns, name);
+    if (t.group === "" && t.kind === "Pod") this.#checkPriorityClass(obj, name);
     if (this.store.get(sk, nsKey, name)) throw alreadyExists(this.#ref(t, name));
     m.uid = crypto.randomUUID();
     m.creationTimestamp = nowSeconds();

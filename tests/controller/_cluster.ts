@@ -30,6 +30,14 @@ const SERVICE_ACCOUNTS: Resource = {
   namespaced: true,
 };
 
+const PRIORITY_CLASSES: Resource = {
+  group: "scheduling.k8s.io",
+  version: "v1",
+  plural: "priorityclasses",
+  kind: "PriorityClass",
+  namespaced: false,
+};
+
 /** A cluster to test against. */
 export interface TestCluster extends AsyncDisposable {
   readonly name: "emulator" | "real";
@@ -87,6 +95,15 @@ export async function testCluster(kind: "emulator" | "real"): Promise<TestCluste
   }
   const client = new RestKubeClient(kubeConfigFromFile(kubeconfig));
   await ensureCrd(client);
+  // The PriorityClass of Mountpoint Pods, as the deployment creates it (the real API server's
+  // Priority admission refuses pods naming a missing class).
+  await client.create(PRIORITY_CLASSES, {
+    metadata: { name: "mount-s3-critical" },
+    value: 1_000_000_000,
+    description: "Mountpoint Pods",
+  } as never).catch((err) => {
+    if (!/already exists/i.test(String(err))) throw err;
+  });
   const suffix = crypto.randomUUID().slice(0, 8);
   const namespace = `w-${suffix}`;
   const mpNamespace = `mp-${suffix}`;

@@ -8,7 +8,7 @@ import type { MountpointS3PodAttachment } from "../../src/api/mountpoint_s3_pod_
 import { EVENTS, LEASES, PODS, PVCS, PVS, S3PAS } from "../../src/kube/resources.ts";
 import type { Lease, PersistentVolume, PersistentVolumeClaim, Pod } from "../../src/kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
-import { type Running, spawnBinary, waitFor } from "../_helpers.ts";
+import { ROOT, type Running, spawnBinary, waitFor } from "../_helpers.ts";
 import { clusterKinds, type TestCluster, testCluster } from "./_cluster.ts";
 
 interface Fixture {
@@ -45,21 +45,24 @@ function fixture(c: TestCluster): Fixture {
     async volume(name, opts = {}) {
       const pv = `${pvPrefix}-${name}`;
       const claim = `claim-${name}`;
-      await c.client.create<PersistentVolume>(PVS, {
-        metadata: { name: pv },
-        spec: {
-          capacity: { storage: "1Gi" },
-          accessModes: ["ReadWriteMany"],
-          mountOptions: opts.mountOptions ?? ["allow-delete"],
-          csi: {
-            driver: "s3.csi.scality.com",
-            volumeHandle: `${pv}-handle`,
-            volumeAttributes: { bucketName: "b" },
+      // An unbound claim has no PV at all (a pre-bound PV would be bound by kube-controller-manager).
+      if (opts.bound !== false) {
+        await c.client.create<PersistentVolume>(PVS, {
+          metadata: { name: pv },
+          spec: {
+            capacity: { storage: "1Gi" },
+            accessModes: ["ReadWriteMany"],
+            mountOptions: opts.mountOptions ?? ["allow-delete"],
+            csi: {
+              driver: "s3.csi.scality.com",
+              volumeHandle: `${pv}-handle`,
+              volumeAttributes: { bucketName: "b" },
+            },
+            claimRef: { name: claim, namespace: c.namespace },
+            storageClassName: "",
           },
-          claimRef: { name: claim, namespace: c.namespace },
-          storageClassName: "",
-        },
-      });
+        });
+      }
       const created = await c.client.create<PersistentVolumeClaim>(PVCS, {
         metadata: { name: claim, namespace: c.namespace },
         spec: {
@@ -106,8 +109,16 @@ function fixture(c: TestCluster): Fixture {
   };
 }
 
+let logSeq = 0;
+
 async function stopController(p: Running): Promise<void> {
   const code = await p.stop("SIGTERM", 15_000);
+  // Keep every controller log for post-mortems (CI uploads dist/).
+  await Deno.mkdir(`${ROOT}dist/test-logs`, { recursive: true });
+  await Deno.writeTextFile(
+    `${ROOT}dist/test-logs/controller-${Date.now()}-${++logSeq}.log`,
+    p.stderr(),
+  );
   assert.equal(code, 0, `controller exit code; log tail:\n${p.stderr().slice(-3000)}`);
 }
 
@@ -293,6 +304,10 @@ for (const kind of clusterKinds()) {
       });
       await f.workload("l1", "l");
       await waitFor("an attachment", async () => (await f.attachments()).length === 1);
+      await waitFor(
+        "the attach log line",
+        () => [one, two].some((p) => p.stderr().includes("Attached workload")),
+      );
       const acting = [one, two].filter((p) => p.stderr().includes("Attached workload"));
       assert.equal(acting.length, 1, "exactly one replica attached");
       assert.ok(acting[0]!.stderr().includes("became leader"));

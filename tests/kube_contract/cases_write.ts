@@ -199,6 +199,42 @@ export const WRITE_CASES: readonly ContractCase[] = [
     },
   },
   {
+    name: "Priority admission: a pod naming a missing PriorityClass is forbidden",
+    run: async (k, { ns, id }) => {
+      const missing = await k.request("POST", PODS(ns), {
+        body: {
+          ...pod("prio"),
+          spec: { ...(pod("prio").spec as object), priorityClassName: `absent-${id}` },
+        },
+      });
+      statusOf(missing, 403, "Forbidden");
+      assert.match(
+        missing.body.message,
+        new RegExp(`no PriorityClass with name absent-${id} was found`),
+      );
+      const pc = await k.request("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
+        body: {
+          apiVersion: "scheduling.k8s.io/v1",
+          kind: "PriorityClass",
+          metadata: { name: `present-${id}` },
+          value: 1000,
+        },
+      });
+      assert.equal(pc.status, 201, pc.text);
+      try {
+        const ok = await k.request("POST", PODS(ns), {
+          body: {
+            ...pod("prio2"),
+            spec: { ...(pod("prio2").spec as object), priorityClassName: `present-${id}` },
+          },
+        });
+        assert.equal(ok.status, 201, ok.text);
+      } finally {
+        await k.request("DELETE", `/apis/scheduling.k8s.io/v1/priorityclasses/present-${id}`);
+      }
+    },
+  },
+  {
     name: "Lease MicroTime needs six fractional digits; PUT creates leases",
     run: async (k, { ns }) => {
       const lease = (renewTime: string) => ({
