@@ -24,7 +24,7 @@ const { values } = parseArgs({
   options: {
     publishes: { type: "string", default: "50" },
     "size-mib": { type: "string", default: "256" },
-    "read-ahead-kb": { type: "string", default: "1024" },
+    "read-ahead-kb": { type: "string", default: "" },
   },
 });
 const N = Number(values.publishes);
@@ -53,7 +53,7 @@ async function main(): Promise<number> {
     return 1;
   }
   await using h = await startHarness({
-    nodeArgs: [`--read-ahead-kb=${values["read-ahead-kb"]}`],
+    nodeArgs: values["read-ahead-kb"] ? [`--read-ahead-kb=${values["read-ahead-kb"]}`] : [],
   });
   const rows: [string, string][] = [];
 
@@ -148,9 +148,11 @@ async function main(): Promise<number> {
   const width = Math.max(...rows.map(([k]) => k.length));
   out(
     `\nNode plugin benchmark (read_ahead_kb=${
-      values["read-ahead-kb"]
+      values["read-ahead-kb"] || "node default"
     }, engine rclone mount2, RGW ${h.rgw.S3_ENDPOINT})`,
   );
+  const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
+  out(`load average during the run: ${load} (2 vCPU shared with other work)`);
   out(`${"metric".padEnd(width)} | value`);
   out(`${"-".repeat(width)}-|------`);
   for (const [k, v] of rows) out(`${k.padEnd(width)} | ${v}`);

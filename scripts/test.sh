@@ -10,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-REPORTS="dist/test-reports"
+REPORTS="$PWD/dist/test-reports"
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 failed_steps=()
 
@@ -89,7 +89,7 @@ fi
 # shellcheck disable=SC2086
 step integration deno test -A --junit-path="$REPORTS/integration.xml" "${filter[@]}" ${TEST_PATHS:-tests/}
 
-summary=$(deno run --allow-read=dist scripts/junit_summary.ts "$REPORTS"/*.xml)
+summary=$(deno run --allow-read=dist scripts/junit_summary.ts "$REPORTS/unit.xml" "$REPORTS/integration.xml")
 echo
 echo "steps failed: ${#failed_steps[@]}${failed_steps[*]:+ (${failed_steps[*]})}"
 echo "$summary"
