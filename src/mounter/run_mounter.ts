@@ -19,7 +19,13 @@ export async function runMounter(
   signal: AbortSignal,
 ): Promise<number> {
   const log = logger("mounter");
-  const workDir = await Deno.makeTempDir({ prefix: "s3csi-mounter-" });
+  // Engine HOME and caches: a private temp dir, or inside the comm dir when the image's /tmp is
+  // not writable (readOnlyRootFilesystem without a /tmp volume).
+  const workDir = await Deno.makeTempDir({ prefix: "s3csi-mounter-" }).catch(async () => {
+    const dir = `${config["comm-dir"]}/.work-${Deno.pid}`;
+    await Deno.mkdir(dir, { mode: 0o700 });
+    return dir;
+  });
   log.info("Mounter {version} starting (uid {uid}), comm dir {commDir}", {
     version: DRIVER_VERSION,
     uid: Deno.uid(),

@@ -71,9 +71,9 @@ export const NODE_OPTIONS = {
   },
   "read-ahead-kb": {
     type: "integer",
-    default: 512,
+    default: 256,
     description:
-      "Read-ahead of new FUSE mounts in KiB (0 keeps the kernel default of 128); rclone mount2 collapses above 512",
+      "Read-ahead of new FUSE mounts in KiB (0 keeps the kernel default of 128); rclone mount2 becomes erratic from 512",
   },
   "bucket-check": {
     type: "boolean",

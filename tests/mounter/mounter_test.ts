@@ -113,9 +113,11 @@ nodeTest(
           assert.match(text, /^Refused a mount message: /);
           assert.match(text, c.error);
           assert.equal(
-            (await readMountInfo()).filter((m) => m.fsType.startsWith("fuse")).length,
+            (await readMountInfo()).filter((m) => m.mountPoint.startsWith(dir)).length,
             0,
           );
+          const children = await runToEnd("pgrep", ["-P", String(mounter.child.pid)]);
+          assert.equal(children.stdout.trim(), "", "no engine was started");
         });
       }
       await t.step("peer that is not root (uid 1000)", async () => {
