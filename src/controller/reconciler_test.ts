@@ -285,3 +285,39 @@ Deno.test("Reconciler: a pod of another driver is ignored", async () => {
   assert.equal(mpPods(h).length, 0);
   assert.equal(h.recorder.events.length, 0);
 });
+
+Deno.test("Reconciler: an attachment created by another controller for the same key is reused, not duplicated", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  // An upstream-style S3PA (random name) with a Mountpoint Pod of this driver version.
+  await h.client.create<Pod>(PODS, {
+    metadata: {
+      name: "mp-legacy",
+      namespace: "mount-s3",
+      labels: { [LABEL_COMPONENT]: "mountpoint-pod", [LABEL_DRIVER_VERSION]: "1.0.0" },
+    },
+    spec: { containers: [{ name: "mountpoint" }] },
+    status: { phase: "Running" },
+  });
+  await h.client.create<MountpointS3PodAttachment>(S3PAS, {
+    metadata: { name: "s3pa-x7k2q", labels: { [LABEL_DRIVER_VERSION]: "1.0.0" } },
+    spec: {
+      nodeName: "node-1",
+      persistentVolumeName: "pv-1",
+      volumeID: "pv-1-handle",
+      mountOptions: "allow-delete",
+      workloadFSGroup: "",
+      authenticationSource: "driver",
+      mountpointS3PodAttachments: {
+        "mp-legacy": [{ workloadPodUID: "old-uid", attachmentTime: "2026-01-01T00:00:00Z" }],
+      },
+    },
+  });
+  await h.client.create(PODS, workload("new", "pv-1"));
+  await h.reconcileAll();
+  const all = s3pas(h);
+  assert.equal(all.length, 1, "no second attachment");
+  assert.equal(all[0]!.spec.mountpointS3PodAttachments["mp-legacy"]!.length, 2);
+  assert.equal(mpPods(h).length, 1, "no second Mountpoint Pod");
+});
