@@ -84,9 +84,19 @@ async function main(): Promise<number> {
     }, { type: "merge" });
     await mp.mounter.child.status;
   }
+  const steps = [
+    ...h.node.stderr().matchAll(
+      /check\+prepare (\d+) ms, mount\+send (\d+) ms, engine ready (\d+) ms/g,
+    ),
+  ].map((m) => [Number(m[1]), Number(m[2]), Number(m[3])]);
+  const med = (i: number) => pct(steps.map((s) => s[i]!), 50).toFixed(0);
   rows.push([
     `publish, new source mount: p50 / p99 ms (n=${N})`,
     `${pct(fresh, 50).toFixed(1)} / ${pct(fresh, 99).toFixed(1)}`,
+  ]);
+  rows.push([
+    "  of which (p50): bucket check+prepare / mount+send / engine ready ms",
+    `${med(0)} / ${med(1)} / ${med(2)}`,
   ]);
 
   // 1b. Shared source mount: bind only.
