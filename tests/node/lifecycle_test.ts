@@ -26,7 +26,7 @@ nodeTest("taint removed, metrics served, deleted and orphaned sources cleaned", 
       NODE,
     );
     return !(node?.spec?.taints ?? []).some((t) => t.key === TAINT_AGENT_NOT_READY);
-  });
+  }, { timeoutMs: 30_000 });
 
   const mp = await h.mountpointPod("mp-life");
   await h.assign("pv-l", "vol-pv-l", mp.name, ["uid-l"]);
@@ -47,7 +47,9 @@ nodeTest("taint removed, metrics served, deleted and orphaned sources cleaned", 
     await h.kube.delete(PODS, mp.name, "mount-s3", { gracePeriodSeconds: 0 });
     assert.ok(await exists(source));
   });
-  await waitFor("the orphaned source to be cleaned", async () => !(await exists(source)));
+  await waitFor("the orphaned source to be cleaned", async () => !(await exists(source)), {
+    timeoutMs: 30_000,
+  });
   assert.deepEqual(await h.ourMounts(), []);
   const status = await mp.mounter.child.status;
   assert.notEqual(status.code, null);
@@ -63,5 +65,6 @@ nodeTest("taint removed, metrics served, deleted and orphaned sources cleaned", 
   await waitFor(
     "the deleted pod's source to be cleaned",
     async () => (await h.ourMounts()).length === 0,
+    { timeoutMs: 30_000 },
   );
 });
