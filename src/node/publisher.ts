@@ -122,8 +122,11 @@ export class Publisher {
       return "already-published";
     }
     const query = { podUID: p.podUID, volumeName: p.volumeName, volumeId: p.volumeId };
+    // One budget for both waits: kubelet gives the whole call about 2 minutes.
+    const deadline = performance.now() + Math.max(this.#t.attachmentMs, this.#t.podRunningMs);
     const mpName = await pods.waitForAssignment(query, this.#t.attachmentMs, signal);
-    const pod = await pods.waitForRunning(mpName, this.#t.podRunningMs, signal);
+    const remaining = Math.max(1, Math.min(this.#t.podRunningMs, deadline - performance.now()));
+    const pod = await pods.waitForRunning(mpName, remaining, signal);
     return await locks.run(mpName, async () => {
       const source = sourceMountDir(this.#o.kubeletRoot, mpName);
       let mounts = await sys.readMountInfo();
