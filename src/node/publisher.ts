@@ -228,7 +228,13 @@ export class Publisher {
     await files.remove(`${comm}/${MOUNT_ERROR}`);
     const message = this.#message(p, creds);
     await files.mkdir(source, { recursive: true, mode: 0o755 });
-    await probing;
+    try {
+      await probing;
+    } catch (err) {
+      // Nothing was mounted: leave no credentials behind for a volume that failed its check.
+      await files.remove(`${comm}/${CREDENTIALS_DIR}`, { recursive: true }).catch(() => false);
+      throw err;
+    }
     const probed = performance.now();
     const fd = sys.openFuse();
     try {

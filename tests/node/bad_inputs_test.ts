@@ -180,6 +180,7 @@ nodeTest(
         assert.match(err.details, c.message);
         assert.deepEqual(await h.ourMounts(), [], "nothing mounted");
         assert.equal(await exists(base.targetPath!), false, "no target dir left");
+        assert.equal(await exists(`${mp.commDir}/credentials`), false, "no credentials left");
       });
     }
     // The pod is still usable afterwards.
