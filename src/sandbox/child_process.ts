@@ -1,0 +1,106 @@
+/**
+ * The driver's binaries as child processes of the sandbox: started from source with
+ * `deno run -A`, output appended to a log file, stopped with SIGTERM then SIGKILL.
+ *
+ * @module
+ */
+import { fileURLToPath } from "node:url";
+
+/** Repository root, with a trailing slash. */
+export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/** A running child. */
+export class ChildProcess {
+  readonly #child: Deno.ChildProcess;
+  readonly #log: Deno.FsFile;
+  readonly #pumps: Promise<void>;
+  readonly name: string;
+  readonly logPath: string;
+  /** Exit code once exited. */
+  exitCode: number | undefined;
+  readonly status: Promise<number>;
+
+  private constructor(name: string, child: Deno.ChildProcess, log: Deno.FsFile, logPath: string) {
+    this.name = name;
+    this.#child = child;
+    this.#log = log;
+    this.logPath = logPath;
+    const pump = async (s: ReadableStream<Uint8Array>) => {
+      for await (const chunk of s) await log.write(chunk).catch(() => 0);
+    };
+    this.#pumps = Promise.all([pump(child.stdout), pump(child.stderr)]).then(() => {});
+    this.status = child.status.then(async (s) => {
+      await this.#pumps.catch(() => {});
+      this.exitCode = s.code;
+      try {
+        this.#log.close();
+      } catch { /* closed */ }
+      return s.code;
+    });
+  }
+
+  /** Process id. */
+  get pid(): number {
+    return this.#child.pid;
+  }
+
+  /** Start `argv` with `env` (added to PATH/HOME), logging to `logPath`. */
+  static async start(
+    name: string,
+    argv: string[],
+    env: Record<string, string>,
+    logPath: string,
+  ): Promise<ChildProcess> {
+    const log = await Deno.open(logPath, { create: true, append: true });
+    const child = new Deno.Command(argv[0]!, {
+      args: argv.slice(1),
+      env: {
+        PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+        HOME: Deno.env.get("HOME") ?? "/root",
+        ...env,
+      },
+      clearEnv: true,
+      cwd: REPO_ROOT,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    return new ChildProcess(name, child, log, logPath);
+  }
+
+  /** Start one of the repo's binaries from source: `deno run -A src/cmd/<name>/main.ts`. */
+  static binary(
+    cmd: "node" | "controller" | "mounter",
+    args: string[],
+    env: Record<string, string>,
+    logPath: string,
+    name: string = cmd,
+  ): Promise<ChildProcess> {
+    return ChildProcess.start(
+      name,
+      [Deno.execPath(), "run", "-A", "--quiet", `${REPO_ROOT}src/cmd/${cmd}/main.ts`, ...args],
+      env,
+      logPath,
+    );
+  }
+
+  /** SIGTERM, SIGKILL after `graceMs`; resolves with the exit code. */
+  async stop(graceMs = 10_000): Promise<number> {
+    if (this.exitCode !== undefined) return this.exitCode;
+    try {
+      this.#child.kill("SIGTERM");
+    } catch { /* exited */ }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const kill = new Promise<void>((r) => {
+      timer = setTimeout(() => {
+        try {
+          this.#child.kill("SIGKILL");
+        } catch { /* exited */ }
+        r();
+      }, graceMs);
+    });
+    await Promise.race([this.status, kill]);
+    clearTimeout(timer);
+    return await this.status;
+  }
+}
