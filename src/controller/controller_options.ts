@@ -7,6 +7,7 @@
 import { endpointProblem } from "../csi/endpoint.ts";
 import type { OptionSpecs, ParsedConfig } from "../util/config.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
+import { PROVISIONING_OPTIONS } from "../provisioning/provisioning_options.ts";
 
 const DNS_LABEL_REGEXP = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN_REGEXP = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
@@ -64,6 +65,8 @@ export const CONTROLLER_OPTIONS = {
       "Serve the CSI Identity/Controller services on this unix:// socket (for csi-provisioner)",
     validate: endpointProblem,
   },
+  // S3 settings of the Controller service (dynamic provisioning), served on --csi-endpoint.
+  ...PROVISIONING_OPTIONS,
   "mountpoint-namespace": {
     type: "string",
     env: "MOUNTPOINT_NAMESPACE",

@@ -1,7 +1,7 @@
 /**
  * The controller process:
  * 1. load the Kubernetes configuration; serve /metrics, /healthz, /readyz;
- * 2. when `--csi-endpoint` is set, serve CSI Identity there;
+ * 2. when `--csi-endpoint` is set, serve CSI Identity and Controller (dynamic provisioning) there;
  * 3. contend for the leader Lease (unless `--leader-elect=false`); while leading, run informers
  *    for Pods, PVCs, PVs and S3PAs, the reconcile queue and the stale cleaner;
  * 4. on SIGTERM/SIGINT stop everything within `--shutdown-grace`; if leadership is lost, exit 1 so
@@ -23,6 +23,7 @@ import { RestKubeClient } from "../kube/rest_client.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
 import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
 import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../mppod/labels.ts";
+import { createProvisioning } from "../provisioning/provisioning_options.ts";
 import { errorMessage } from "../util/errors.ts";
 import { startHealthServer } from "../util/health_server.ts";
 import { logger } from "../util/log.ts";
@@ -90,10 +91,20 @@ export async function runController(
     })
     : undefined;
   const endpoint = config["csi-endpoint"];
+  const provisioning = endpoint ? await createProvisioning(config) : undefined;
+  if (provisioning) {
+    log.info("Controller service: S3 endpoint {endpoint}, driver credentials {driverCredentials}", {
+      endpoint: config["s3-endpoint-url"] || "(AWS)",
+      driverCredentials: provisioning.driverCredentials ? "configured" : "none",
+    });
+  }
   const csi = endpoint
     ? new CsiServer({
       socketPath: parseEndpoint(endpoint),
-      services: { identity: new IdentityService({ controllerService: false }) },
+      services: {
+        identity: new IdentityService({ controllerService: true }),
+        controller: provisioning!.service,
+      },
     })
     : undefined;
   await csi?.start();
@@ -121,6 +132,7 @@ export async function runController(
     await lead(signal);
   }
   await csi?.stop(config["shutdown-grace"]);
+  provisioning?.close();
   await health?.finished;
   return code;
 }
