@@ -68,3 +68,20 @@ nodeTest("taint removed, metrics served, deleted and orphaned sources cleaned", 
     { timeoutMs: 30_000 },
   );
 });
+
+nodeTest("a node plugin restart keeps live mounts and reuses them", async () => {
+  await using h = await startHarness();
+  const mp = await h.mountpointPod("mp-keep");
+  await h.assign("pv-k", "vol-pv-k", mp.name, ["uid-k1", "uid-k2"]);
+  const [t1, t2] = [h.target("uid-k1", "pv-k"), h.target("uid-k2", "pv-k")];
+  await kubeletMkdirParent(t1);
+  await kubeletMkdirParent(t2);
+  await h.csi.node.nodePublishVolume(h.publishRequest("uid-k1", "pv-k"));
+  await Deno.writeTextFile(`${t1}/keep.txt`, "kept\n");
+  await h.restartNode();
+  assert.equal(await Deno.readTextFile(`${t1}/keep.txt`), "kept\n", "mount survives");
+  await h.csi.node.nodePublishVolume(h.publishRequest("uid-k2", "pv-k"));
+  assert.equal(await Deno.readTextFile(`${t2}/keep.txt`), "kept\n");
+  assert.match(h.node.stderr(), /Published volume "vol-pv-k" .* \("bind"\)/);
+  assert.equal((await h.ourMounts()).length, 3, "one source, two binds");
+});
