@@ -7,6 +7,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { generateProto } from "./gen_proto.ts";
 import { generateCrds } from "./gen_crd.ts";
+import { generateDeploy } from "./gen_deploy.ts";
 import { generateConfigDocs } from "./gen_config_docs.ts";
 import { fromFileUrl } from "./_gen_util.ts";
 
@@ -22,6 +23,7 @@ interface Target {
 const TARGETS: readonly Target[] = [
   { committed: `${ROOT}src/csi/gen`, generate: generateProto },
   { committed: `${ROOT}k8s/crds`, generate: generateCrds },
+  { committed: `${ROOT}k8s/deploy`, generate: generateDeploy },
   { committed: `${ROOT}docs`, generate: generateConfigDocs, only: true },
 ];
 

@@ -1,0 +1,47 @@
+/**
+ * Object names and labels of the deployment. Workload names follow the seeds' debugging commands
+ * (`deployment/s3-csi-controller`, `daemonset/s3-csi-node`); ServiceAccount names follow the
+ * upstream chart (`upstream-drivers.md` §A.7).
+ *
+ * @module
+ */
+import { DRIVER_NAME, DRIVER_VERSION } from "../util/version.ts";
+import type { DeployValues } from "./values.ts";
+
+/** Node DaemonSet. */
+export const NODE_DAEMONSET = "s3-csi-node";
+/** Controller Deployment; also the name of its leader Lease. */
+export const CONTROLLER_DEPLOYMENT = "s3-csi-controller";
+/** ServiceAccount of the node plugin. */
+export const NODE_SERVICE_ACCOUNT = "s3-csi-driver-sa";
+/** ServiceAccount of the controller pod (controller and csi-provisioner). */
+export const CONTROLLER_SERVICE_ACCOUNT = "s3-csi-driver-controller-sa";
+/** Lease the csi-provisioner sidecar takes (its driver name with `.`/`/` replaced by `-`). */
+export const PROVISIONER_LEASE = DRIVER_NAME.replace(/[./]/g, "-");
+/** Field manager of `deno task deploy`. */
+export const FIELD_MANAGER = "s3-csi-deploy";
+/** Label on every object the deployment renders; undeploy and status select on it. */
+export const LABEL_PART_OF = "app.kubernetes.io/part-of";
+/** Value of {@link LABEL_PART_OF}. */
+export const PART_OF = "s3-csi-driver";
+/** Annotation on RBAC objects naming the component whose calls they allow. */
+export const ANNOTATION_RBAC_FOR = `${DRIVER_NAME}/rbac-for`;
+/** Namespaces that exist in every cluster: never rendered as objects, never deleted. */
+export const SYSTEM_NAMESPACES: ReadonlySet<string> = new Set([
+  "kube-system",
+  "kube-public",
+  "default",
+  "kube-node-lease",
+]);
+
+/** Labels of every object: standard ones plus the user's `customLabels`. */
+export function commonLabels(v: DeployValues, component?: string): Record<string, string> {
+  return {
+    ...v.customLabels,
+    "app.kubernetes.io/name": "s3-csi-driver",
+    [LABEL_PART_OF]: PART_OF,
+    "app.kubernetes.io/managed-by": FIELD_MANAGER,
+    "app.kubernetes.io/version": DRIVER_VERSION,
+    ...(component ? { "app.kubernetes.io/component": component } : {}),
+  };
+}

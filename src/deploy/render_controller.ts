@@ -1,0 +1,169 @@
+/**
+ * The controller Deployment `s3-csi-controller`: the controller and, for dynamic provisioning, the
+ * `csi-provisioner` sidecar talking to the controller's CSI socket on a shared emptyDir
+ * (csi-sidecars.md §1, §5.1; upstream §A.9.3). Environment variable names come from
+ * `CONTROLLER_OPTIONS`.
+ *
+ * @module
+ */
+import { CONTROLLER_OPTIONS } from "../controller/controller_options.ts";
+import { LOG_OPTIONS } from "../util/log.ts";
+import type { Container, EnvVar, Manifest, Volume } from "./k8s_objects.ts";
+import { commonLabels, CONTROLLER_DEPLOYMENT, CONTROLLER_SERVICE_ACCOUNT } from "./names.ts";
+import {
+  caEnv,
+  caVolume,
+  NONROOT_UID,
+  proxyEnv,
+  pullSecrets,
+  resources,
+  restrictedContext,
+  tolerations,
+} from "./pod_parts.ts";
+import { optionEnv, optionFieldEnv, settingArgs } from "./settings.ts";
+import { type DeployValues, driverImage } from "./values.ts";
+
+/** Container names. */
+export const CONTROLLER_CONTAINERS = {
+  controller: "s3-csi-controller",
+  provisioner: "csi-provisioner",
+} as const;
+
+/** Socket dir shared by the controller and csi-provisioner. */
+export const CONTROLLER_SOCKET_DIR = "/csi";
+
+const BINARY = "s3-csi-controller";
+const SPECS = { ...CONTROLLER_OPTIONS, ...LOG_OPTIONS };
+
+/** Env of the controller container; names from the option specs. */
+export function controllerEnv(v: DeployValues): EnvVar[] {
+  const m = v.mountpointPod;
+  const e = (name: string, value: string | number | boolean) =>
+    optionEnv(SPECS, BINARY, name, value);
+  return [
+    ...(v.provisioner.enabled
+      ? [e("csi-endpoint", `unix://${CONTROLLER_SOCKET_DIR}/csi.sock`)]
+      : []),
+    e("mountpoint-namespace", m.namespace),
+    e("mountpoint-image", driverImage(v, "mounter")),
+    e("mountpoint-image-pull-policy", v.image.pullPolicy),
+    e("mountpoint-priority-class-name", m.priorityClassName),
+    e("mountpoint-preempting-priority-class-name", m.preemptingPriorityClassName),
+    e("mountpoint-headroom-priority-class-name", m.headroomPriorityClassName),
+    e("mountpoint-uid", m.uid),
+    e("mountpoint-cpu-request", m.resources.requests.cpu ?? ""),
+    e("mountpoint-memory-request", m.resources.requests.memory ?? ""),
+    e("mountpoint-memory-limit", m.resources.limits.memory ?? ""),
+    e("tls-ca-configmap", v.tls.caCertConfigMap),
+    e("leader-elect", true),
+    optionFieldEnv(SPECS, BINARY, "leader-election-namespace", "metadata.namespace"),
+    e("metrics-address", `0.0.0.0:${v.controller.metricsPort}`),
+    e("log-level", v.controller.logLevel),
+    // Not a setting: the controller's leader identity (falls back to the hostname).
+    { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+    ...proxyEnv(v),
+    ...caEnv(v),
+  ];
+}
+
+/** The Deployment. */
+export function renderControllerDeployment(v: DeployValues): Manifest {
+  const c = v.controller;
+  const ca = caVolume(v);
+  const socketMount = { name: "socket-dir", mountPath: CONTROLLER_SOCKET_DIR };
+  const controller: Container = {
+    name: CONTROLLER_CONTAINERS.controller,
+    image: driverImage(v, "controller"),
+    imagePullPolicy: v.image.pullPolicy,
+    args: settingArgs(c.settings),
+    env: controllerEnv(v),
+    ports: [{ name: "metrics", containerPort: c.metricsPort, protocol: "TCP" }],
+    volumeMounts: [
+      ...(v.provisioner.enabled ? [socketMount] : []),
+      { name: "tmp", mountPath: "/tmp" },
+      ...ca.mounts,
+    ],
+    resources: resources(c.resources),
+    livenessProbe: {
+      httpGet: { path: "/healthz", port: "metrics" },
+      initialDelaySeconds: 10,
+      periodSeconds: 10,
+      timeoutSeconds: 5,
+      failureThreshold: 6,
+    },
+    readinessProbe: {
+      httpGet: { path: "/readyz", port: "metrics" },
+      periodSeconds: 5,
+      timeoutSeconds: 5,
+      failureThreshold: 3,
+    },
+    securityContext: restrictedContext(),
+  };
+  const p = v.provisioner;
+  const provisioner: Container = {
+    name: CONTROLLER_CONTAINERS.provisioner,
+    image: v.image.csiProvisioner,
+    imagePullPolicy: v.image.pullPolicy,
+    args: [
+      `--csi-address=${CONTROLLER_SOCKET_DIR}/csi.sock`,
+      "--leader-election",
+      "--leader-election-namespace=$(POD_NAMESPACE)",
+      `--http-endpoint=:${p.httpPort}`,
+      `--timeout=${p.timeout}`,
+      "--extra-create-metadata",
+      "--v=2",
+    ],
+    env: [{ name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } }],
+    ports: [{ name: "provisioner", containerPort: p.httpPort, protocol: "TCP" }],
+    volumeMounts: [socketMount],
+    resources: resources(p.resources),
+    livenessProbe: {
+      httpGet: { path: "/healthz/leader-election", port: "provisioner" },
+      initialDelaySeconds: 10,
+      periodSeconds: 20,
+      timeoutSeconds: 10,
+      failureThreshold: 3,
+    },
+    securityContext: restrictedContext(),
+  };
+  const volumes: Volume[] = [
+    ...(p.enabled ? [{ name: "socket-dir", emptyDir: {} }] : []),
+    { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } },
+    ...ca.volumes,
+  ];
+  const selector = { app: CONTROLLER_DEPLOYMENT };
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: {
+      name: CONTROLLER_DEPLOYMENT,
+      namespace: v.namespace,
+      labels: commonLabels(v, "controller"),
+    },
+    spec: {
+      replicas: c.replicas,
+      selector: { matchLabels: selector },
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: 1 } },
+      template: {
+        metadata: { labels: { ...commonLabels(v, "controller"), ...selector } },
+        spec: {
+          serviceAccountName: CONTROLLER_SERVICE_ACCOUNT,
+          priorityClassName: "system-cluster-critical",
+          nodeSelector: { "kubernetes.io/os": "linux", ...c.nodeSelector },
+          ...(c.tolerations.length ? { tolerations: tolerations(c.tolerations) } : {}),
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: NONROOT_UID,
+            runAsGroup: NONROOT_UID,
+            fsGroup: NONROOT_UID,
+            seccompProfile: { type: "RuntimeDefault" },
+          },
+          terminationGracePeriodSeconds: 30,
+          ...pullSecrets(v),
+          containers: p.enabled ? [controller, provisioner] : [controller],
+          volumes,
+        },
+      },
+    },
+  };
+}

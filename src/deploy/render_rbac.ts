@@ -1,0 +1,262 @@
+/**
+ * ServiceAccounts and least-privilege RBAC, one permission table per component. Each entry says
+ * where it applies (cluster-wide, the Mountpoint namespace or the driver namespace) and why.
+ *
+ * The node and controller tables are checked against the calls their code makes
+ * (`tests/deploy/rbac_test.ts` scans each binary's reachable source); the csi-provisioner table is
+ * the documented minimum for a topology-less, attach-less, snapshot-less driver
+ * (`csi-sidecars.md` §1.11, §5.1).
+ *
+ * @module
+ */
+import { GROUP } from "../api/group_version.ts";
+import { S3PA_PLURAL } from "../api/mountpoint_s3_pod_attachment.ts";
+import type { Manifest, PolicyRule } from "./k8s_objects.ts";
+import {
+  ANNOTATION_RBAC_FOR,
+  commonLabels,
+  CONTROLLER_DEPLOYMENT,
+  CONTROLLER_SERVICE_ACCOUNT,
+  NODE_SERVICE_ACCOUNT,
+  PROVISIONER_LEASE,
+} from "./names.ts";
+import type { DeployValues } from "./values.ts";
+
+/** Where a permission applies. */
+export type PermissionScope = "cluster" | "mountpoint-namespace" | "driver-namespace";
+
+/** One grant. */
+export interface Permission {
+  readonly group: string;
+  readonly resource: string;
+  readonly verbs: readonly string[];
+  readonly scope: PermissionScope;
+  readonly resourceNames?: readonly string[];
+  /** Why the component needs it (shown in the rendered rule's comment-free YAML via the ADR). */
+  readonly why: string;
+}
+
+/** Components that get RBAC. */
+export type RbacComponent = "node" | "controller" | "provisioner";
+
+/** Node plugin: watch its attachments and Mountpoint Pods, remove its node's startup taint. */
+export const NODE_PERMISSIONS: readonly Permission[] = [
+  {
+    group: GROUP,
+    resource: S3PA_PLURAL,
+    verbs: ["list", "watch"],
+    scope: "cluster",
+    why: "informer of this node's attachments (field selector spec.nodeName)",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["list", "watch"],
+    scope: "mountpoint-namespace",
+    why: "informer of the Mountpoint Pods on this node",
+  },
+  {
+    group: "",
+    resource: "nodes",
+    verbs: ["get", "patch"],
+    scope: "cluster",
+    why: "remove the agent-not-ready taint from its own node",
+  },
+];
+
+/** Controller: reconcile attachments into Mountpoint Pods, record events, hold the leader Lease. */
+export const CONTROLLER_PERMISSIONS: readonly Permission[] = [
+  {
+    group: GROUP,
+    resource: S3PA_PLURAL,
+    verbs: ["create", "delete", "get", "list", "update", "watch"],
+    scope: "cluster",
+    why: "attachments are cluster-scoped; the controller owns their lifecycle",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["list", "watch"],
+    scope: "cluster",
+    why: "informer of workload pods (any namespace) that use S3 volumes",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["create", "delete", "patch"],
+    scope: "mountpoint-namespace",
+    why: "Mountpoint Pods are created, annotated and deleted only in their namespace",
+  },
+  {
+    group: "",
+    resource: "persistentvolumeclaims",
+    verbs: ["list", "watch"],
+    scope: "cluster",
+    why: "informer: workload volume → PV",
+  },
+  {
+    group: "",
+    resource: "persistentvolumes",
+    verbs: ["list", "watch"],
+    scope: "cluster",
+    why: "informer: volume attributes of S3 PVs",
+  },
+  {
+    group: "",
+    resource: "events",
+    verbs: ["create", "patch"],
+    scope: "cluster",
+    why: "events on workload pods (any namespace); patch aggregates repeats",
+  },
+  {
+    group: "coordination.k8s.io",
+    resource: "leases",
+    verbs: ["create"],
+    scope: "driver-namespace",
+    why: "leader election: first start creates the Lease (create cannot be limited by name)",
+  },
+  {
+    group: "coordination.k8s.io",
+    resource: "leases",
+    verbs: ["get", "update"],
+    scope: "driver-namespace",
+    resourceNames: [CONTROLLER_DEPLOYMENT],
+    why: "leader election: read and renew its own Lease",
+  },
+];
+
+/** csi-provisioner v5.3 (csi-sidecars.md §1.11): PV lifecycle, PVC binding, events, leader Lease. */
+export const PROVISIONER_PERMISSIONS: readonly Permission[] = [
+  {
+    group: "",
+    resource: "persistentvolumes",
+    verbs: ["create", "delete", "get", "list", "patch", "watch"],
+    scope: "cluster",
+    why: "create/delete PVs; patch the finalizer (v5.0+)",
+  },
+  {
+    group: "",
+    resource: "persistentvolumeclaims",
+    verbs: ["get", "list", "update", "watch"],
+    scope: "cluster",
+    why: "PVC informer; update the claim",
+  },
+  {
+    group: "storage.k8s.io",
+    resource: "storageclasses",
+    verbs: ["get", "list", "watch"],
+    scope: "cluster",
+    why: "parameters and secrets of the class",
+  },
+  {
+    group: "",
+    resource: "events",
+    verbs: ["create", "list", "patch", "update", "watch"],
+    scope: "cluster",
+    why: "Provisioning/ProvisioningSucceeded/ProvisioningFailed events on PVCs",
+  },
+  {
+    group: "",
+    resource: "secrets",
+    verbs: ["get"],
+    scope: "cluster",
+    why: "provisioner/deleter secrets named by the StorageClass (any namespace, templated)",
+  },
+  {
+    group: "",
+    resource: "nodes",
+    verbs: ["get"],
+    scope: "cluster",
+    why: "v5 GETs the selected node of WaitForFirstConsumer claims",
+  },
+  {
+    group: "coordination.k8s.io",
+    resource: "leases",
+    verbs: ["create", "get", "list", "update", "watch", "delete"],
+    scope: "driver-namespace",
+    why: "leader election (csi-lib-utils)",
+  },
+];
+
+function rules(perms: readonly Permission[]): PolicyRule[] {
+  return perms.map((p) => ({
+    apiGroups: [p.group],
+    resources: [p.resource],
+    ...(p.resourceNames ? { resourceNames: [...p.resourceNames] } : {}),
+    verbs: [...p.verbs],
+  }));
+}
+
+function roleObjects(
+  v: DeployValues,
+  component: RbacComponent,
+  serviceAccount: string,
+  perms: readonly Permission[],
+): Manifest[] {
+  const out: Manifest[] = [];
+  const base = `s3-csi-${component}`;
+  const meta = (name: string, namespace?: string) => ({
+    name,
+    ...(namespace ? { namespace } : {}),
+    labels: commonLabels(v, component),
+    annotations: { [ANNOTATION_RBAC_FOR]: component },
+  });
+  const subject = { kind: "ServiceAccount", name: serviceAccount, namespace: v.namespace };
+  const cluster = perms.filter((p) => p.scope === "cluster");
+  if (cluster.length) {
+    out.push({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: meta(base),
+      rules: rules(cluster),
+    }, {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: meta(base),
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: base },
+      subjects: [subject],
+    });
+  }
+  const scoped: [PermissionScope, string, string][] = [
+    ["mountpoint-namespace", v.mountpointPod.namespace, `${base}-mountpoint-pods`],
+    ["driver-namespace", v.namespace, `${base}-leader-election`],
+  ];
+  for (const [scope, namespace, name] of scoped) {
+    const mine = perms.filter((p) => p.scope === scope);
+    if (!mine.length) continue;
+    out.push({
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: meta(name, namespace),
+      rules: rules(mine),
+    }, {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: meta(name, namespace),
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name },
+      subjects: [subject],
+    });
+  }
+  return out;
+}
+
+/** ServiceAccounts, roles and bindings of every component. */
+export function renderRbac(v: DeployValues): Manifest[] {
+  const sa = (name: string, component: string): Manifest => ({
+    apiVersion: "v1",
+    kind: "ServiceAccount",
+    metadata: { name, namespace: v.namespace, labels: commonLabels(v, component) },
+  });
+  return [
+    sa(NODE_SERVICE_ACCOUNT, "node"),
+    sa(CONTROLLER_SERVICE_ACCOUNT, "controller"),
+    ...roleObjects(v, "node", NODE_SERVICE_ACCOUNT, NODE_PERMISSIONS),
+    ...roleObjects(v, "controller", CONTROLLER_SERVICE_ACCOUNT, CONTROLLER_PERMISSIONS),
+    ...(v.provisioner.enabled
+      ? roleObjects(v, "provisioner", CONTROLLER_SERVICE_ACCOUNT, PROVISIONER_PERMISSIONS)
+      : []),
+  ];
+}
+
+/** The lease names the controller pod's containers use (documentation and tests). */
+export const LEASE_NAMES: readonly string[] = [CONTROLLER_DEPLOYMENT, PROVISIONER_LEASE];

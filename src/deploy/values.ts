@@ -1,0 +1,199 @@
+/**
+ * The deployment's values: every setting a user can change, with its documented default. The
+ * manifests in `k8s/deploy/` are rendered from {@link defaultValues}; users override fields with a
+ * YAML/JSON file (`--values`) and `--set path=value` flags (see `values_load.ts`), and everything
+ * is checked by `values_validate.ts` before anything is rendered or applied.
+ *
+ * Names follow the upstream Helm chart where one exists (`upstream-drivers.md` §A.7) so users can
+ * carry their settings over.
+ *
+ * @module
+ */
+import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
+import { DEFAULT_KUBELET_ROOT } from "../mppod/paths.ts";
+import { DRIVER_VERSION } from "../util/version.ts";
+
+/** CPU/memory requests and limits of one container, as Kubernetes quantities. */
+export interface ResourceValues {
+  requests: { cpu?: string; memory?: string };
+  limits: { cpu?: string; memory?: string };
+}
+
+/** A pod toleration. */
+export interface TolerationValues {
+  key?: string;
+  operator?: "Exists" | "Equal";
+  value?: string;
+  effect?: "NoSchedule" | "PreferNoSchedule" | "NoExecute";
+  tolerationSeconds?: number;
+}
+
+/** Container images. Empty driver images default to `<image.registry>/s3-csi-<name>:<image.tag>`. */
+export interface ImageValues {
+  /** Registry and path prefix of the driver's own images. */
+  registry: string;
+  /** Tag of the driver's own images; defaults to the version in deno.json. */
+  tag: string;
+  /** Pull policy of every container (and of Mountpoint Pods). */
+  pullPolicy: "Always" | "IfNotPresent" | "Never";
+  /** Full references (`repo[:tag][@sha256:…]`); "" means derived from registry and tag. */
+  node: string;
+  controller: string;
+  mounter: string;
+  /** Sidecars (csi-sidecars.md §5). */
+  nodeDriverRegistrar: string;
+  livenessProbe: string;
+  csiProvisioner: string;
+}
+
+/** Every setting of the deployment. */
+export interface DeployValues {
+  /** Namespace of the node DaemonSet, the controller Deployment and their ServiceAccounts. */
+  namespace: string;
+  /** Extra labels on every object. */
+  customLabels: Record<string, string>;
+  /** Image pull Secrets (names, in `namespace`) for the node and controller pods. */
+  imagePullSecrets: string[];
+  image: ImageValues;
+  /** S3 endpoint and default region (node `AWS_ENDPOINT_URL`/`AWS_REGION`). */
+  s3: { endpointUrl: string; region: string };
+  /** CSIDriver object fields (csi-sidecars.md §4). */
+  csiDriver: {
+    /** `File`: the node plugin advertises VOLUME_MOUNT_GROUP, so kubelet never chowns itself. */
+    fsGroupPolicy: "File" | "None" | "ReadWriteOnceWithFSType";
+    /** Periodic NodePublishVolume (credential refresh), as upstream. */
+    requiresRepublish: boolean;
+  };
+  node: {
+    /** Kubelet root directory on the hosts. */
+    kubeletPath: string;
+    logLevel: "trace" | "debug" | "info" | "warning" | "error" | "fatal";
+    /** Prometheus port of the node plugin (0: off). */
+    metricsPort: number;
+    /** Port of the livenessprobe sidecar (the node plugin's /healthz). */
+    healthPort: number;
+    /** Port of the registrar's /healthz. */
+    registrarHealthPort: number;
+    resources: ResourceValues;
+    nodeSelector: Record<string, string>;
+    /** Tolerate every taint (the plugin then runs on every node). */
+    tolerateAllTaints: boolean;
+    /** CriticalAddonsOnly, the agent-not-ready startup taint, NoExecute for 300 s. */
+    defaultTolerations: boolean;
+    tolerations: TolerationValues[];
+    /** More node plugin settings by flag name (see `s3-csi-node --help`), e.g. `read-ahead-kb`. */
+    settings: Record<string, string>;
+  };
+  controller: {
+    replicas: number;
+    logLevel: "trace" | "debug" | "info" | "warning" | "error" | "fatal";
+    /** Port of /metrics, /healthz, /readyz. */
+    metricsPort: number;
+    resources: ResourceValues;
+    nodeSelector: Record<string, string>;
+    tolerations: TolerationValues[];
+    /** More controller settings by flag name (see `s3-csi-controller --help`). */
+    settings: Record<string, string>;
+  };
+  /** csi-provisioner sidecar in the controller pod (dynamic provisioning). */
+  provisioner: {
+    enabled: boolean;
+    /** Port of the sidecar's /healthz/leader-election and metrics. */
+    httpPort: number;
+    /** Deadline of each CreateVolume/DeleteVolume call (bucket creation). */
+    timeout: string;
+    resources: ResourceValues;
+  };
+  /** Resources of the node sidecars (registrar, livenessprobe). */
+  sidecars: { resources: ResourceValues };
+  mountpointPod: {
+    /** Namespace of the Mountpoint Pods; created by the deployment. */
+    namespace: string;
+    priorityClassName: string;
+    preemptingPriorityClassName: string;
+    headroomPriorityClassName: string;
+    /** Non-root uid/gid of the Mountpoint container. */
+    uid: number;
+    resources: ResourceValues;
+  };
+  /** Custom CA for the S3 endpoint. */
+  tls: {
+    /** ConfigMap with key `ca-bundle.crt` (in both namespaces); "" disables. */
+    caCertConfigMap: string;
+    /** PEM data; when set, the deployment creates the ConfigMaps itself. */
+    caCertData: string;
+  };
+  /** Outbound proxy for the node plugin and the controller. */
+  proxy: { httpProxy: string; httpsProxy: string; noProxy: string };
+}
+
+/** Resources with a request and a memory limit. */
+function res(cpu: string, memory: string, memoryLimit: string): ResourceValues {
+  return { requests: { cpu, memory }, limits: { memory: memoryLimit } };
+}
+
+/** The documented defaults. A fresh copy on each call. */
+export function defaultValues(): DeployValues {
+  return {
+    namespace: "kube-system",
+    customLabels: {},
+    imagePullSecrets: [],
+    image: {
+      registry: "ghcr.io/scality",
+      tag: DRIVER_VERSION,
+      pullPolicy: "IfNotPresent",
+      node: "",
+      controller: "",
+      mounter: "",
+      nodeDriverRegistrar: "registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0",
+      livenessProbe: "registry.k8s.io/sig-storage/livenessprobe:v2.19.0",
+      csiProvisioner: "registry.k8s.io/sig-storage/csi-provisioner:v5.3.0",
+    },
+    s3: { endpointUrl: "", region: "us-east-1" },
+    csiDriver: { fsGroupPolicy: "File", requiresRepublish: true },
+    node: {
+      kubeletPath: DEFAULT_KUBELET_ROOT,
+      logLevel: "info",
+      metricsPort: 0,
+      healthPort: 9808,
+      registrarHealthPort: 9809,
+      resources: res("10m", "64Mi", "256Mi"),
+      nodeSelector: {},
+      tolerateAllTaints: false,
+      defaultTolerations: true,
+      tolerations: [],
+      settings: {},
+    },
+    controller: {
+      replicas: 1,
+      logLevel: "info",
+      metricsPort: 8080,
+      resources: res("10m", "64Mi", "256Mi"),
+      nodeSelector: {},
+      tolerations: [],
+      settings: {},
+    },
+    provisioner: {
+      enabled: true,
+      httpPort: 8081,
+      timeout: "60s",
+      resources: res("10m", "32Mi", "128Mi"),
+    },
+    sidecars: { resources: res("5m", "16Mi", "64Mi") },
+    mountpointPod: {
+      namespace: DEFAULT_MOUNTPOINT_NAMESPACE,
+      priorityClassName: "mount-s3-critical",
+      preemptingPriorityClassName: "mount-s3-preempting",
+      headroomPriorityClassName: "mount-s3-headroom",
+      uid: 1000,
+      resources: { requests: { cpu: "50m", memory: "64Mi" }, limits: {} },
+    },
+    tls: { caCertConfigMap: "", caCertData: "" },
+    proxy: { httpProxy: "", httpsProxy: "", noProxy: "" },
+  };
+}
+
+/** Image reference of a driver component, derived from registry and tag unless set. */
+export function driverImage(v: DeployValues, name: "node" | "controller" | "mounter"): string {
+  return v.image[name] || `${v.image.registry.replace(/\/+$/, "")}/s3-csi-${name}:${v.image.tag}`;
+}
