@@ -262,3 +262,67 @@ Deno.test({
     );
   },
 });
+
+Deno.test({
+  name:
+    "an uncertain publish error (UNAVAILABLE) is unpublished at deletion although it never succeeded",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness();
+    await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
+    h.csi.publishError = new CsiError(Code.UNAVAILABLE, "mounter not ready");
+    await h.client.create(PVS, csiPv("pv-d"));
+    await h.client.create(PVCS, pvc("claim-a", "pv-d"));
+    const pod = await h.client.create<Pod>(
+      PODS,
+      workload("app-4", "true", {
+        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "claim-a" } }],
+      }) as Pod,
+    );
+    await waitFor("a failed publish", () => h.csi.of("NodePublishVolume").length >= 1);
+    // Uncertain: kubelet keeps vol_data.json and the PV dir.
+    assert.equal(
+      await exists(`${csiVolumeDir(h.root, pod.metadata.uid, "pv-d")}/vol_data.json`),
+      true,
+    );
+    assert.equal(h.csi.of("NodeUnpublishVolume").length, 0);
+    await h.client.delete(PODS, "app-4", "default");
+    await waitFor("pod gone", async () => !(await h.client.get(PODS, "app-4", "default")), {
+      timeoutMs: 15_000,
+    });
+    assert.deepEqual(h.csi.of("NodeUnpublishVolume").map((c) => c.request), [{
+      volumeId: "pv-d-handle",
+      targetPath: csiTargetPath(h.root, pod.metadata.uid, "pv-d"),
+    }]);
+    assert.equal(await exists(podDir(h.root, pod.metadata.uid)), false);
+  },
+});
+
+Deno.test({
+  name: "a force-deleted running pod is killed and unpublished without further API writes",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness();
+    await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
+    await h.client.create(PVS, csiPv("pv-e"));
+    await h.client.create(PVCS, pvc("claim-a", "pv-e"));
+    const pod = await h.client.create<Pod>(
+      PODS,
+      workload("app-5", "exec sleep 60", {
+        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "claim-a" } }],
+      }) as Pod,
+    );
+    const running = await waitFor("Running", async () => {
+      const p = await h.client.get<Pod>(PODS, "app-5", "default");
+      return p?.status?.phase === "Running" ? p : undefined;
+    });
+    const pid = Number(running.status!.containerStatuses![0]!.containerID!.split("/").at(-1));
+    await h.client.delete(PODS, "app-5", "default", { gracePeriodSeconds: 0 });
+    await waitFor("NodeUnpublishVolume", () => h.csi.of("NodeUnpublishVolume").length === 1, {
+      timeoutMs: 10_000,
+    });
+    assert.equal(await exists(`/proc/${pid}`), false, "container killed before unpublish");
+    await waitFor("pod dir removed", async () => !(await exists(podDir(h.root, pod.metadata.uid))));
+    assert.equal(await h.client.get(PODS, "app-5", "default"), undefined);
+  },
+});
