@@ -160,7 +160,12 @@ export class RawS3 {
   }
 
   /** Put an object. */
-  async put(bucket: string, key: string, body = "x", who: "main" | "other" = "main") {
+  async put(
+    bucket: string,
+    key: string,
+    body = "x",
+    who: "main" | "other" = "main",
+  ): Promise<void> {
     await (await this.client(who)).send(
       new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }),
     );
