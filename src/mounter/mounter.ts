@@ -167,13 +167,17 @@ export class Mounter {
         });
         return { message, fd, command };
       } catch (err) {
+        // Report before closing the fd: closing it ends the FUSE connection, and the node plugin
+        // should find the reason already written when it sees that.
+        if (!signal.aborted) {
+          await this.#reportError(`Refused a mount message: ${errorMessage(err)}`);
+        }
         for (const fd of fds) {
           try {
             sys.closeFd(fd);
           } catch { /* already closed */ }
         }
         if (signal.aborted) return undefined;
-        await this.#reportError(`Refused a mount message: ${errorMessage(err)}`);
       } finally {
         conn.close();
       }

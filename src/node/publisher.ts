@@ -236,34 +236,25 @@ export class Publisher {
       throw err;
     }
     const probed = performance.now();
-    const fd = sys.openFuse();
     try {
-      await sys.mountFuse(source, { fd, readOnly: p.readOnlyVolume, allowOther: true });
-      try {
-        const conn = await sys.connectUnix(`${comm}/${MOUNT_SOCK}`, {
-          timeoutMs: this.#t.connectMs,
-          ...(signal ? { signal } : {}),
-        });
-        try {
-          await sys.sendWithFd(conn, encodeMountMessage(message), fd, { timeoutMs: 10_000 });
-        } finally {
-          conn.close();
-        }
-      } catch (err) {
-        await sys.unmount(source, { detach: true }).catch(() => {});
-        throw new CsiError(
-          Code.UNAVAILABLE,
-          `Could not hand the mount to Mountpoint Pod ${ns}/${mpName} (socket "${comm}/${MOUNT_SOCK}"): ${
-            errorMessage(err)
-          }. The pod may have exited: see kubectl logs -n ${ns} ${mpName}`,
-          { cause: err },
-        );
-      }
-    } finally {
-      sys.closeFd(fd);
+      await this.#mountAndHandOver(
+        source,
+        comm,
+        message,
+        p.readOnlyVolume,
+        `${ns}/${mpName}`,
+        signal,
+      );
+    } catch (err) {
+      // Nothing is mounted from this pod: its credentials go too.
+      await files.remove(`${comm}/${CREDENTIALS_DIR}`, { recursive: true }).catch(() => false);
+      throw err;
     }
     const sent = performance.now();
-    await this.#waitReady(source, comm, `${ns}/${mpName}`, p.bucket);
+    await this.#waitReady(source, comm, `${ns}/${mpName}`, p.bucket).catch(async (err) => {
+      await files.remove(`${comm}/${CREDENTIALS_DIR}`, { recursive: true }).catch(() => false);
+      throw err;
+    });
     const ready = performance.now();
     const m = findMount(await sys.readMountInfo(), source);
     if (m && this.#o.readAheadKb > 0) {
@@ -287,6 +278,44 @@ export class Publisher {
         readyMs: Math.round(ready - sent),
       },
     );
+  }
+
+  /** Open /dev/fuse, mount the source, send options + fd to the mounter, close our fd. */
+  async #mountAndHandOver(
+    source: string,
+    comm: string,
+    message: MountMessage,
+    readOnly: boolean,
+    pod: string,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    const { sys } = this.#o;
+    const fd = sys.openFuse();
+    try {
+      await sys.mountFuse(source, { fd, readOnly, allowOther: true });
+      try {
+        const conn = await sys.connectUnix(`${comm}/${MOUNT_SOCK}`, {
+          timeoutMs: this.#t.connectMs,
+          ...(signal ? { signal } : {}),
+        });
+        try {
+          await sys.sendWithFd(conn, encodeMountMessage(message), fd, { timeoutMs: 10_000 });
+        } finally {
+          conn.close();
+        }
+      } catch (err) {
+        await sys.unmount(source, { detach: true }).catch(() => {});
+        throw new CsiError(
+          Code.UNAVAILABLE,
+          `Could not hand the mount to Mountpoint Pod ${pod} (socket "${comm}/${MOUNT_SOCK}"): ${
+            errorMessage(err)
+          }. The pod may have exited: see kubectl logs -n ${pod.replace("/", " ")}`,
+          { cause: err },
+        );
+      }
+    } finally {
+      sys.closeFd(fd);
+    }
   }
 
   async #probe(p: PublishParams, creds: S3Credentials): Promise<void> {
@@ -391,11 +420,24 @@ export class Publisher {
     } catch (err) {
       await sys.unmount(source, { detach: true }).catch(() => {});
       if (err instanceof CsiError) throw err;
-      const reported = await files.readTextFile(errorFile).catch(() => undefined);
+      // A mounter that refuses the message closes the fd, so the stat may fail (ENOTCONN) just
+      // before its mount.error lands: give it a moment, it is the better explanation.
+      let reported = await files.readTextFile(errorFile).catch(() => undefined);
+      if (!reported) {
+        await sleep(100);
+        reported = await files.readTextFile(errorFile).catch(() => undefined);
+      }
+      if (reported?.trim()) {
+        throw failedPrecondition(
+          `Mountpoint Pod ${pod} could not mount bucket "${bucket}": ${
+            reported.trim().slice(-2000)
+          }`,
+        );
+      }
       throw new CsiError(
         Code.DEADLINE_EXCEEDED,
         `The FUSE engine of Mountpoint Pod ${pod} did not answer for bucket "${bucket}": ${
-          reported?.trim() || errorMessage(err)
+          errorMessage(err)
         }. See kubectl logs -n ${pod.split("/")[0]} ${pod.split("/")[1]}`,
         { cause: err },
       );

@@ -232,7 +232,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     return proc;
   };
   let node = await startNode();
-  const csi = connectCsi(sock, { timeoutMs: 60_000 });
+  let csi = connectCsi(sock, { timeoutMs: 60_000 });
   const mpPods: MpPod[] = [];
 
   const h: Harness = {
@@ -243,11 +243,17 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       return node;
     },
     async restartNode(between) {
+      // Close the channel first: a server going away under an open grpc-js channel can trip an
+      // nghttp2 assertion in Deno's node:http2 (GOAWAY handling) and abort the test process.
+      csi.close();
       await node.stop("SIGTERM");
       await between?.();
       node = await startNode();
+      csi = connectCsi(sock, { timeoutMs: 60_000 });
     },
-    csi,
+    get csi() {
+      return csi;
+    },
     s3,
     rgw,
     bucket,

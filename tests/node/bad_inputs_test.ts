@@ -149,6 +149,13 @@ const CASES: Case[] = [
     message: /Access to bucket "node-test-[a-z0-9-]+" was denied for the secret credentials/,
   },
   {
+    name: "engine not installed in the Mountpoint Pod (reported by the mounter)",
+    req: (b) => ({ ...b, volumeContext: { ...b.volumeContext, engine: "mount-s3" } }),
+    code: Code.FAILED_PRECONDITION,
+    message:
+      /could not mount bucket .*Engine "mount-s3" is not installed in this Mountpoint Pod image/,
+  },
+  {
     name: "workload never assigned to a Mountpoint Pod",
     req: (b) => ({
       ...b,
