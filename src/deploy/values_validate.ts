@@ -53,7 +53,7 @@ function show(v: unknown): string {
 /** Merge `override` into `base` (objects recursively, everything else replaced), collecting shape problems. */
 function merge(base: unknown, override: unknown, path: string, problems: string[]): unknown {
   if (override === undefined || override === null) return base;
-  if (MAP_PATHS.has(path)) {
+  if (MAP_PATHS.has(path) || /\.resources\.(requests|limits)$/.test(path)) {
     if (!isObject(override)) {
       problems.push(`${path}: must be a map of strings, got ${show(override)}`);
       return base;
@@ -288,6 +288,11 @@ function semantic(v: DeployValues, problems: string[]): void {
       `mountpointPod.${k}`,
       problems,
       k !== "priorityClassName",
+    );
+  }
+  if (v.mountpointPod.resources.limits.cpu) {
+    problems.push(
+      "mountpointPod.resources.limits.cpu: the controller sets no CPU limit on Mountpoint Pods",
     );
   }
   if (!Number.isInteger(v.mountpointPod.uid) || v.mountpointPod.uid <= 0) {

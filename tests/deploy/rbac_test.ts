@@ -1,0 +1,145 @@
+/**
+ * RBAC grants no verb a component does not use, and every call a component makes is granted.
+ *
+ * For the node plugin and the controller the reference is their code: `_api_calls.ts` scans the
+ * files each binary reaches from its entrypoint for `client.<verb>(RESOURCE…)` and `new
+ * Informer(client, RESOURCE)`. For the csi-provisioner sidecar (not our code) the reference is the
+ * documented minimum in csi-sidecars.md §1.11. Placement is checked too: Mountpoint Pods are
+ * written only through a Role in the Mountpoint namespace, Leases only in the driver namespace.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import type { Manifest, PolicyRule } from "../../src/deploy/k8s_objects.ts";
+import { ANNOTATION_RBAC_FOR } from "../../src/deploy/names.ts";
+import { renderManifests } from "../../src/deploy/render.ts";
+import {
+  CONTROLLER_PERMISSIONS,
+  NODE_PERMISSIONS,
+  type Permission,
+  PROVISIONER_PERMISSIONS,
+} from "../../src/deploy/render_rbac.ts";
+import { resolveValues } from "../../src/deploy/values_validate.ts";
+import { type ApiCall, permissionSet, scanApiCalls } from "./_api_calls.ts";
+
+const values = resolveValues();
+const objects = renderManifests(values);
+
+/** `group/resource` → verbs granted to a component by its rendered roles. */
+function granted(component: string): Map<string, string[]> {
+  const out = new Map<string, Set<string>>();
+  for (const o of objects) {
+    if (o.kind !== "ClusterRole" && o.kind !== "Role") continue;
+    if (o.metadata.annotations?.[ANNOTATION_RBAC_FOR] !== component) continue;
+    for (const rule of o.rules as PolicyRule[]) {
+      for (const g of rule.apiGroups) {
+        for (const r of rule.resources) {
+          const key = `${g}/${r}`;
+          if (!out.has(key)) out.set(key, new Set());
+          for (const v of rule.verbs) out.get(key)!.add(v);
+        }
+      }
+    }
+  }
+  return new Map([...out].sort().map(([k, v]) => [k, [...v].sort()]));
+}
+
+function fromTable(perms: readonly Permission[]): Map<string, string[]> {
+  const calls: ApiCall[] = perms.flatMap((p) =>
+    p.verbs.map((verb) => ({ group: p.group, resource: p.resource, verb, at: "table" }))
+  );
+  return permissionSet(calls);
+}
+
+function explain(calls: readonly ApiCall[], key: string, verb: string): string {
+  return calls.filter((c) => `${c.group}/${c.resource}` === key && c.verb === verb).map((c) => c.at)
+    .join(", ");
+}
+
+for (
+  const [component, entry, table] of [
+    ["node", "src/cmd/node/main.ts", NODE_PERMISSIONS],
+    ["controller", "src/cmd/controller/main.ts", CONTROLLER_PERMISSIONS],
+  ] as const
+) {
+  Deno.test(`rbac: ${component} is granted exactly the calls its code makes`, async () => {
+    const scan = await scanApiCalls(entry);
+    assert.deepEqual(scan.unresolved, [], "calls whose resource the scan cannot resolve");
+    assert.ok(scan.files.length > 10, `scan reached only ${scan.files.length} files`);
+    const used = permissionSet(scan.calls);
+    const have = granted(component);
+    const extra: string[] = [];
+    const missing: string[] = [];
+    for (const [key, verbs] of have) {
+      for (const v of verbs) if (!used.get(key)?.includes(v)) extra.push(`${v} ${key}`);
+    }
+    for (const [key, verbs] of used) {
+      for (const v of verbs) {
+        if (!have.get(key)?.includes(v)) {
+          missing.push(`${v} ${key} (${explain(scan.calls, key, v)})`);
+        }
+      }
+    }
+    assert.deepEqual(extra, [], `${component} is granted verbs its code never uses`);
+    assert.deepEqual(missing, [], `${component} makes calls it is not granted`);
+    assert.deepEqual(have, fromTable(table), "rendered rules differ from the permission table");
+  });
+}
+
+Deno.test("rbac: the mounter makes no API calls (Mountpoint Pods need no RBAC)", async () => {
+  const scan = await scanApiCalls("src/cmd/mounter/main.ts");
+  assert.deepEqual(scan.calls, []);
+  assert.deepEqual(scan.unresolved, []);
+});
+
+Deno.test("rbac: csi-provisioner gets the documented minimum (csi-sidecars.md §1.11)", () => {
+  assert.deepEqual(
+    granted("provisioner"),
+    new Map([
+      ["/events", ["create", "list", "patch", "update", "watch"]],
+      ["/nodes", ["get"]],
+      ["/persistentvolumeclaims", ["get", "list", "update", "watch"]],
+      ["/persistentvolumes", ["create", "delete", "get", "list", "patch", "watch"]],
+      ["/secrets", ["get"]],
+      ["coordination.k8s.io/leases", ["create", "delete", "get", "list", "update", "watch"]],
+      ["storage.k8s.io/storageclasses", ["get", "list", "watch"]],
+    ]),
+  );
+  assert.deepEqual(granted("provisioner"), fromTable(PROVISIONER_PERMISSIONS));
+});
+
+Deno.test("rbac: writes are namespaced where they can be; no wildcards; bindings name our accounts", () => {
+  const roles = objects.filter((o) => o.kind === "Role" || o.kind === "ClusterRole");
+  for (const role of roles) {
+    for (const rule of role.rules as PolicyRule[]) {
+      for (const x of [...rule.apiGroups, ...rule.resources, ...rule.verbs]) {
+        assert.notEqual(x, "*", `${role.metadata.name} uses a wildcard`);
+      }
+      const writes = rule.verbs.filter((v) => ["create", "update", "patch", "delete"].includes(v));
+      if (rule.resources.includes("pods") && writes.length) {
+        assert.equal(role.kind, "Role", "pod writes must be namespaced");
+        assert.equal(role.metadata.namespace, values.mountpointPod.namespace);
+      }
+      if (rule.resources.includes("leases")) {
+        assert.equal(role.kind, "Role");
+        assert.equal(role.metadata.namespace, values.namespace);
+      }
+    }
+  }
+  const bindings = objects.filter((o) => o.kind.endsWith("Binding"));
+  assert.equal(bindings.length, roles.length, "one binding per role");
+  for (const b of bindings) {
+    const roleRef = b.roleRef as { kind: string; name: string };
+    assert.ok(
+      roles.some((r: Manifest) =>
+        r.kind === roleRef.kind && r.metadata.name === roleRef.name &&
+        r.metadata.namespace === b.metadata.namespace
+      ),
+      `${b.metadata.name} binds a role that is not rendered`,
+    );
+    for (const s of b.subjects as { kind: string; namespace: string }[]) {
+      assert.equal(s.kind, "ServiceAccount");
+      assert.equal(s.namespace, values.namespace);
+    }
+  }
+});
