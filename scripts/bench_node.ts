@@ -155,6 +155,36 @@ async function main(): Promise<number> {
     `${mbps(fuseRead).toFixed(0)} / ${mbps(sdkGet).toFixed(0)} (${(sdkGet / fuseRead).toFixed(2)})`,
   ]);
 
+  // The engine alone, without FUSE (rclone rcat / cat on the same server): the ceiling of the
+  // mount's throughput with this engine.
+  const rcloneEnv = {
+    PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+    HOME: "/tmp",
+    AWS_CA_BUNDLE: "", // set in this environment; rclone's S3 client refuses it
+    RCLONE_CONFIG_S3_TYPE: "s3",
+    RCLONE_CONFIG_S3_PROVIDER: "Other",
+    RCLONE_CONFIG_S3_ENDPOINT: h.rgw.S3_ENDPOINT!,
+    RCLONE_CONFIG_S3_REGION: h.rgw.AWS_REGION ?? "us-east-1",
+    RCLONE_CONFIG_S3_FORCE_PATH_STYLE: "true",
+    RCLONE_CONFIG_S3_NO_CHECK_BUCKET: "true",
+    RCLONE_CONFIG_S3_ACCESS_KEY_ID: h.rgw.AWS_ACCESS_KEY_ID!,
+    RCLONE_CONFIG_S3_SECRET_ACCESS_KEY: h.rgw.AWS_SECRET_ACCESS_KEY!,
+  };
+  const sh = async (cmd: string) => {
+    const t = performance.now();
+    const r = await runToEnd("sh", ["-c", cmd], rcloneEnv);
+    if (r.code !== 0) throw new Error(`${cmd}: ${r.stderr}`);
+    return performance.now() - t;
+  };
+  const rcat = await sh(
+    `dd if=/dev/zero bs=1M count=${mib} 2>/dev/null | rclone rcat --config /dev/null s3:${h.bucket}/rcat.bin`,
+  );
+  const rcatRead = await sh(`rclone cat --config /dev/null s3:${h.bucket}/direct.bin > /dev/null`);
+  rows.push([
+    `rclone alone (no FUSE): rcat / cat MB/s`,
+    `${mbps(rcat).toFixed(0)} / ${mbps(rcatRead).toFixed(0)}`,
+  ]);
+
   const width = Math.max(...rows.map(([k]) => k.length));
   out(
     `\nNode plugin benchmark (read_ahead_kb=${
