@@ -22,7 +22,9 @@ export interface Manifest {
 export interface EnvVar {
   name: string;
   value?: string;
-  valueFrom?: { fieldRef: { fieldPath: string } };
+  valueFrom?:
+    | { fieldRef: { fieldPath: string } }
+    | { secretKeyRef: { name: string; key: string; optional: boolean } };
 }
 
 /** A container volume mount. */

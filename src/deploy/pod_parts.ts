@@ -40,6 +40,27 @@ export function proxyEnv(v: DeployValues): EnvVar[] {
   return out;
 }
 
+/** Driver credentials from the user's Secret (every key optional), when one is configured. */
+export function credentialEnv(v: DeployValues): EnvVar[] {
+  const s = v.s3CredentialSecret;
+  if (!s.name) return [];
+  const ref = (name: string, key: string): EnvVar => ({
+    name,
+    valueFrom: { secretKeyRef: { name: s.name, key, optional: true } },
+  });
+  return [
+    ref("AWS_ACCESS_KEY_ID", s.accessKeyId),
+    ref("AWS_SECRET_ACCESS_KEY", s.secretAccessKey),
+    ...(s.sessionToken ? [ref("AWS_SESSION_TOKEN", s.sessionToken)] : []),
+  ];
+}
+
+/** The first of each name (option-derived variables come first and win). */
+export function dedupeEnv(list: readonly EnvVar[]): EnvVar[] {
+  const seen = new Set<string>();
+  return list.filter((e) => !seen.has(e.name) && seen.add(e.name));
+}
+
 /** Env pointing the AWS SDK and Deno's TLS at the mounted CA bundle, when one is configured. */
 export function caEnv(v: DeployValues): EnvVar[] {
   if (!v.tls.caCertConfigMap) return [];

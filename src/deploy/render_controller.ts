@@ -11,16 +11,18 @@ import { LOG_OPTIONS } from "../util/log.ts";
 import type { Container, EnvVar, Manifest, Volume } from "./k8s_objects.ts";
 import { commonLabels, CONTROLLER_DEPLOYMENT, CONTROLLER_SERVICE_ACCOUNT } from "./names.ts";
 import {
+  CA_MOUNT_DIR,
   caEnv,
   caVolume,
+  credentialEnv,
+  dedupeEnv,
   NONROOT_UID,
-  proxyEnv,
   pullSecrets,
   resources,
   restrictedContext,
   tolerations,
 } from "./pod_parts.ts";
-import { optionEnv, optionFieldEnv, settingArgs } from "./settings.ts";
+import { optionEnv, optionEnvIfAny, optionFieldEnv, settingArgs } from "./settings.ts";
 import { type DeployValues, driverImage } from "./values.ts";
 
 /** Container names. */
@@ -40,7 +42,10 @@ export function controllerEnv(v: DeployValues): EnvVar[] {
   const m = v.mountpointPod;
   const e = (name: string, value: string | number | boolean) =>
     optionEnv(SPECS, BINARY, name, value);
-  return [
+  // Settings of the Controller service (provisioning), derived when the binary declares them.
+  const opt = (name: string, value: string | number | boolean) =>
+    optionEnvIfAny(SPECS, BINARY, name, value);
+  return dedupeEnv([
     ...(v.provisioner.enabled
       ? [e("csi-endpoint", `unix://${CONTROLLER_SOCKET_DIR}/csi.sock`)]
       : []),
@@ -61,9 +66,15 @@ export function controllerEnv(v: DeployValues): EnvVar[] {
     e("log-level", v.controller.logLevel),
     // Not a setting: the controller's leader identity (falls back to the hostname).
     { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
-    ...proxyEnv(v),
+    ...(v.s3.endpointUrl ? opt("s3-endpoint-url", v.s3.endpointUrl) : []),
+    ...opt("s3-region", v.s3.region),
+    ...(v.tls.caCertConfigMap ? opt("s3-ca-bundle", `${CA_MOUNT_DIR}/ca-bundle.crt`) : []),
+    ...(v.proxy.httpsProxy || v.proxy.httpProxy
+      ? opt("s3-proxy", v.proxy.httpsProxy || v.proxy.httpProxy)
+      : []),
+    ...credentialEnv(v),
     ...caEnv(v),
-  ];
+  ]);
 }
 
 /** The Deployment. */

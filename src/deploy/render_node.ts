@@ -18,6 +18,7 @@ import { commonLabels, NODE_DAEMONSET, NODE_SERVICE_ACCOUNT } from "./names.ts";
 import {
   caEnv,
   caVolume,
+  credentialEnv,
   proxyEnv,
   pullSecrets,
   resources,
@@ -66,6 +67,7 @@ export function nodePluginEnv(v: DeployValues): EnvVar[] {
     optionEnv(SPECS, BINARY, "s3-region", v.s3.region),
     optionEnv(SPECS, BINARY, "log-level", n.logLevel),
     ...proxyEnv(v),
+    ...credentialEnv(v),
     ...caEnv(v),
   ];
 }

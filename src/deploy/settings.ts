@@ -41,6 +41,10 @@ export const MANAGED_CONTROLLER_SETTINGS: ReadonlySet<keyof typeof CONTROLLER_OP
     "leader-elect",
     "leader-election-namespace",
     "metrics-address",
+    "s3-endpoint-url",
+    "s3-region",
+    "s3-ca-bundle",
+    "s3-proxy",
   ]);
 
 /** Thrown when a component spec names an option the binary does not declare. */
@@ -70,6 +74,16 @@ export function optionEnv(
   return { name: envName(specs, binary, name), value: String(value) };
 }
 
+/** Like {@link optionEnv}, but nothing when the binary has no such option (yet). */
+export function optionEnvIfAny(
+  specs: OptionSpecs,
+  binary: string,
+  name: string,
+  value: string | number | boolean,
+): EnvVar[] {
+  return specs[name]?.env ? [optionEnv(specs, binary, name, value)] : [];
+}
+
 /** `{name: <env of option>, valueFrom: fieldRef}` (downward API). @throws {UnknownOptionError} */
 export function optionFieldEnv(
   specs: OptionSpecs,
@@ -95,7 +109,11 @@ export function checkContainerConfig(
   env: readonly EnvVar[],
   placeholder = "placeholder",
 ): string | undefined {
-  const vars = new Map(env.map((e) => [e.name, e.value ?? placeholder]));
+  // Downward-API and Secret values are unknown at render time: an empty value is what a missing
+  // optional Secret key gives, and the field paths used are never empty.
+  const vars = new Map(
+    env.map((e) => [e.name, e.value ?? ("secretKeyRef" in (e.valueFrom ?? {}) ? "" : placeholder)]),
+  );
   try {
     parseConfig(specs, args, (n) => vars.get(n));
     return undefined;

@@ -55,8 +55,19 @@ export interface DeployValues {
   /** Image pull Secrets (names, in `namespace`) for the node and controller pods. */
   imagePullSecrets: string[];
   image: ImageValues;
-  /** S3 endpoint and default region (node `AWS_ENDPOINT_URL`/`AWS_REGION`). */
+  /** S3 endpoint and default region (node and controller `AWS_ENDPOINT_URL`/`AWS_REGION`). */
   s3: { endpointUrl: string; region: string };
+  /**
+   * Secret (in `namespace`, created by the user) with the driver-level S3 credentials, read by the
+   * node plugin and the controller as `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/`AWS_SESSION_TOKEN`
+   * (every key optional); `name: ""` disables. Key names as in the upstream chart.
+   */
+  s3CredentialSecret: {
+    name: string;
+    accessKeyId: string;
+    secretAccessKey: string;
+    sessionToken: string;
+  };
   /** CSIDriver object fields (csi-sidecars.md §4). */
   csiDriver: {
     /** `File`: the node plugin advertises VOLUME_MOUNT_GROUP, so kubelet never chowns itself. */
@@ -123,7 +134,10 @@ export interface DeployValues {
     /** PEM data; when set, the deployment creates the ConfigMaps itself. */
     caCertData: string;
   };
-  /** Outbound proxy for the node plugin and the controller. */
+  /**
+   * Outbound proxy for S3: the controller's `--s3-proxy` (https proxy, else http), and the standard
+   * `HTTP(S)_PROXY`/`NO_PROXY` variables in the node plugin, which has no proxy setting.
+   */
   proxy: { httpProxy: string; httpsProxy: string; noProxy: string };
 }
 
@@ -150,6 +164,12 @@ export function defaultValues(): DeployValues {
       csiProvisioner: "registry.k8s.io/sig-storage/csi-provisioner:v5.3.0",
     },
     s3: { endpointUrl: "", region: "us-east-1" },
+    s3CredentialSecret: {
+      name: "s3-secret",
+      accessKeyId: "access_key_id",
+      secretAccessKey: "secret_access_key",
+      sessionToken: "session_token",
+    },
     csiDriver: { fsGroupPolicy: "File", requiresRepublish: true },
     node: {
       kubeletPath: DEFAULT_KUBELET_ROOT,

@@ -298,6 +298,13 @@ function semantic(v: DeployValues, problems: string[]): void {
   if (!Number.isInteger(v.mountpointPod.uid) || v.mountpointPod.uid <= 0) {
     problems.push(`mountpointPod.uid: must be a non-root uid (> 0), got ${v.mountpointPod.uid}`);
   }
+  name(v.s3CredentialSecret.name, DNS_SUBDOMAIN, "s3CredentialSecret.name", problems, true);
+  for (const k of ["accessKeyId", "secretAccessKey", "sessionToken"] as const) {
+    const key = v.s3CredentialSecret[k];
+    if ((key || k !== "sessionToken") && !/^[-._a-zA-Z0-9]+$/.test(key)) {
+      problems.push(`s3CredentialSecret.${k}: must be a Secret key name, got "${key}"`);
+    }
+  }
   name(v.tls.caCertConfigMap, DNS_SUBDOMAIN, "tls.caCertConfigMap", problems, true);
   if (v.tls.caCertData && !v.tls.caCertConfigMap) {
     problems.push("tls.caCertData: needs tls.caCertConfigMap (the ConfigMap name to create)");
