@@ -36,6 +36,6 @@ LABEL org.opencontainers.image.title="s3-csi-${COMPONENT}" \
       org.opencontainers.image.description="s3.csi.scality.com ${COMPONENT}"
 COPY --from=builder /out/s3-csi-${COMPONENT} /bin/s3-csi-driver
 # The controller runs as the image's nonroot user (65532); the node DaemonSet overrides it with
-# runAsUser 0 because it mounts (see k8s/deploy and docs/adr/0004-manifests-from-typescript.md).
+# runAsUser 0 because it mounts (see k8s/deploy and docs/adr/0006-manifests-from-typescript.md).
 USER 65532:65532
 ENTRYPOINT ["/bin/s3-csi-driver"]

@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { parseAllDocuments } from "yaml";
 import { NODE_OPTIONS } from "../../src/node/node_options.ts";
+import { NODE_CAPABILITIES } from "../../src/node/node_service.ts";
 import { CONTROLLER_OPTIONS } from "../../src/controller/controller_options.ts";
 import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
 import {
@@ -197,6 +198,8 @@ for (const [variant, values] of Object.entries(VARIANTS)) {
       fsGroupPolicy: "File",
       volumeLifecycleModes: ["Persistent"],
     });
+    // fsGroupPolicy File is safe only because kubelet delegates fsGroup to the driver.
+    assert.ok(NODE_CAPABILITIES.includes("VOLUME_MOUNT_GROUP"), "File needs VOLUME_MOUNT_GROUP");
     const ds = byKind(objects, "DaemonSet");
     assert.equal(ds.metadata.name, "s3-csi-node");
     assert.equal(byKind(objects, "Deployment").metadata.name, "s3-csi-controller");
