@@ -166,12 +166,6 @@ export class ControllerService implements Partial<ControllerHandlers> {
       );
       return {};
     }
-    const creds = deleteCredentials(
-      ref.credentials,
-      volumeId,
-      req.secrets,
-      this.#o.driverCredentials,
-    );
     if (ref.deletePolicy === "retain") {
       this.#log.info("DeleteVolume {volumeId}: deletePolicy retain, data kept in {where}", {
         volumeId,
@@ -179,6 +173,12 @@ export class ControllerService implements Partial<ControllerHandlers> {
       });
       return {};
     }
+    const creds = deleteCredentials(
+      ref.credentials,
+      volumeId,
+      req.secrets,
+      this.#o.driverCredentials,
+    );
     await this.#withStore(
       creds,
       ref,

@@ -193,6 +193,13 @@ Deno.test("credentials: secrets when given, driver otherwise, never a fallback",
   await svc.deleteVolume({ volumeId: v.volumeId!, secrets: TENANT });
   assert.ok(!s3.buckets.has("pvc-tenant"));
 
+  // Retain needs no credentials: nothing is touched.
+  const kept = (await svc.createVolume(
+    req({ name: "pvc-kept", secrets: TENANT, parameters: { deletePolicy: "retain" } }),
+  )).volume!;
+  await svc.deleteVolume({ volumeId: kept.volumeId! });
+  assert.ok(s3.buckets.has("pvc-kept"));
+
   const none = setup(false).svc;
   const [c2, m2] = await code(none.createVolume(req()));
   assert.equal(c2, Code.FAILED_PRECONDITION);

@@ -69,6 +69,12 @@ export function s3Failure(err: unknown, ctx: FailureContext): CsiError {
         `S3 refused to ${ctx.action}: invalid bucket name (${detail})`,
         { cause: err },
       );
+    case "invalid-region":
+      return new CsiError(
+        Code.INVALID_ARGUMENT,
+        `S3 refused to ${ctx.action}: the region is not a location this S3 service knows (${detail}). Set the StorageClass parameter region (or --s3-region) to one it serves, e.g. the RGW zonegroup name`,
+        { cause: err },
+      );
     case "unreachable":
       return new CsiError(
         Code.UNAVAILABLE,

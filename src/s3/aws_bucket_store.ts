@@ -43,6 +43,9 @@ export function classifyS3Error(err: unknown): S3StoreError {
   if (code === "BucketNotEmpty") return make("not-empty");
   if (code === "NoSuchBucket") return make("no-such-bucket");
   if (code === "InvalidBucketName") return make("invalid-bucket-name");
+  if (code === "InvalidLocationConstraint" || code === "IllegalLocationConstraintException") {
+    return make("invalid-region");
+  }
   if (status === 401 || status === 403 || code === "AccessDenied") return make("access-denied");
   if (status === 404) return make("no-such-bucket");
   if (status === undefined) return make("unreachable");
@@ -106,8 +109,18 @@ export class AwsBucketStore implements BucketStore {
   /** {@inheritDoc BucketStore.createBucket} */
   async createBucket(bucket: string, signal?: AbortSignal): Promise<void> {
     try {
+      // us-east-1 is the default location and must not be named (AWS rejects it).
+      const region = this.#target.region;
       await this.#call((sdk, s3) =>
-        s3.send(new sdk.CreateBucketCommand({ Bucket: bucket }), o(signal))
+        s3.send(
+          new sdk.CreateBucketCommand({
+            Bucket: bucket,
+            ...(region && region !== "us-east-1"
+              ? { CreateBucketConfiguration: { LocationConstraint: region as never } }
+              : {}),
+          }),
+          o(signal),
+        )
       );
     } catch (err) {
       if ((err as S3StoreError).message.includes("BucketAlreadyOwnedByYou")) return;

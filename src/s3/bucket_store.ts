@@ -34,6 +34,8 @@ export type S3ErrorKind =
   | "not-empty"
   /** 400 InvalidBucketName. */
   | "invalid-bucket-name"
+  /** 400 InvalidLocationConstraint / IllegalLocationConstraintException: unknown region. */
+  | "invalid-region"
   /** No HTTP answer: connection refused, DNS, TLS, timeout. */
   | "unreachable"
   /** Anything else (5xx, unexpected 4xx). */

@@ -327,6 +327,12 @@ Deno.test("bad requests: the right code and a message that says what to fix", op
       /No S3 credentials.*provisioner-secret-name/,
     ],
     [
+      "region the server does not serve",
+      () => c.createVolume(req(n, { parameters: { region: "eu-west-1" } })),
+      3,
+      /region is not a location this S3 service knows.*StorageClass parameter region/,
+    ],
+    [
       "delete without volume id",
       () => c.deleteVolume({ volumeId: "" }),
       3,
