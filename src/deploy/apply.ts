@@ -22,13 +22,17 @@ export type ApplyAction = "created" | "configured" | "unchanged" | "would create
 
 /** One line of the report. */
 export interface ApplyOutcome {
+  /** The object, as `Kind namespace/name`. */
   readonly object: string;
+  /** What was done. */
   readonly action: ApplyAction;
+  /** resourceVersion after the apply. */
   readonly resourceVersion?: string;
 }
 
 /** Result of {@link deploy}. */
 export interface DeployReport {
+  /** One entry per object, in order. */
   readonly outcomes: readonly ApplyOutcome[];
   /** Workload status after the wait; empty when not waited. */
   readonly rollout: readonly RolloutStatus[];
@@ -38,18 +42,23 @@ export interface DeployReport {
 
 /** Options of {@link deploy}. */
 export interface DeployOptions {
+  /** Kubernetes API client. */
   readonly client: KubeClient;
   /** Rendered objects in apply order. */
   readonly objects: readonly Manifest[];
+  /** Server-side apply field manager (default `s3-csi-deploy`). */
   readonly fieldManager?: string;
   /** Read only: report what would be created or applied. */
   readonly dryRun?: boolean;
   /** Wait for the Deployment and DaemonSet (default true). */
   readonly wait?: boolean;
+  /** Bound of the wait, in milliseconds. */
   readonly waitTimeoutMs?: number;
+  /** Bound of the wait for the CRD to be Established. */
   readonly crdTimeoutMs?: number;
   /** One line per progress step. */
   readonly progress?: (line: string) => void;
+  /** Aborts the work early. */
   readonly signal?: AbortSignal;
 }
 

@@ -15,9 +15,13 @@ const REFERENCE = new RegExp(
 
 /** A parsed image reference. */
 export interface ImageRef {
+  /** Registry host[:port]. */
   readonly domain?: string;
+  /** Repository path. */
   readonly path: string;
+  /** Tag, if any. */
   readonly tag?: string;
+  /** Digest (`sha256:…`), if any. */
   readonly digest?: string;
 }
 

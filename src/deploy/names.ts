@@ -17,7 +17,7 @@ export const NODE_SERVICE_ACCOUNT = "s3-csi-driver-sa";
 /** ServiceAccount of the controller pod (controller and csi-provisioner). */
 export const CONTROLLER_SERVICE_ACCOUNT = "s3-csi-driver-controller-sa";
 /** Lease the csi-provisioner sidecar takes (its driver name with `.`/`/` replaced by `-`). */
-export const PROVISIONER_LEASE = DRIVER_NAME.replace(/[./]/g, "-");
+export const PROVISIONER_LEASE: string = DRIVER_NAME.replace(/[./]/g, "-");
 /** Field manager of `deno task deploy`. */
 export const FIELD_MANAGER = "s3-csi-deploy";
 /** Label on every object the deployment renders; undeploy and status select on it. */

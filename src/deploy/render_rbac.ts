@@ -27,10 +27,15 @@ export type PermissionScope = "cluster" | "mountpoint-namespace" | "driver-names
 
 /** One grant. */
 export interface Permission {
+  /** API group ("" for core). */
   readonly group: string;
+  /** Resource (plural, optionally `/subresource`). */
   readonly resource: string;
+  /** Allowed verbs. */
   readonly verbs: readonly string[];
+  /** Where the grant applies. */
   readonly scope: PermissionScope;
+  /** Restrict to these object names. */
   readonly resourceNames?: readonly string[];
   /** Why the component needs it (shown in the rendered rule's comment-free YAML via the ADR). */
   readonly why: string;

@@ -13,7 +13,9 @@ import { describe, resourceOf } from "./kinds.ts";
 
 /** Status of one workload. */
 export interface RolloutStatus {
+  /** The object, as `Kind namespace/name`. */
   readonly object: string;
+  /** True when rolled out. */
   readonly done: boolean;
   /** Human readable, e.g. `1/1 updated, 1/1 available`. */
   readonly text: string;
@@ -63,11 +65,17 @@ export function rolloutState(obj: WorkloadStatus | undefined, what: string): Rol
 
 /** Options of {@link waitForRollout}. */
 export interface RolloutOptions {
+  /** Kubernetes API client. */
   readonly client: KubeClient;
+  /** The Deployment and DaemonSet to watch. */
   readonly workloads: readonly Manifest[];
+  /** Bound of the wait, in milliseconds. */
   readonly timeoutMs: number;
+  /** Receives one line per progress step. */
   readonly progress: (line: string) => void;
+  /** Poll interval (default 1 s). */
   readonly intervalMs?: number;
+  /** Aborts the work early. */
   readonly signal?: AbortSignal;
 }
 

@@ -31,12 +31,15 @@ export class VolumesMountedError extends Error {
 
 /** What happened to one object. */
 export interface DeleteOutcome {
+  /** The object, as `Kind namespace/name`. */
   readonly object: string;
+  /** What was done. */
   readonly action: "deleted" | "absent" | "kept" | "would delete";
 }
 
 /** Options of {@link undeploy}. */
 export interface UndeployOptions {
+  /** Kubernetes API client. */
   readonly client: KubeClient;
   /** Rendered objects (any order). */
   readonly objects: readonly Manifest[];
@@ -44,17 +47,23 @@ export interface UndeployOptions {
   readonly purge?: boolean;
   /** Proceed although attachments exist. */
   readonly force?: boolean;
+  /** Read only: report what would happen. */
   readonly dryRun?: boolean;
   /** Wait (bounded) until the deleted objects are gone. */
   readonly wait?: boolean;
+  /** Bound of the wait, in milliseconds. */
   readonly waitTimeoutMs?: number;
+  /** Receives one line per progress step. */
   readonly progress?: (line: string) => void;
+  /** Aborts the work early. */
   readonly signal?: AbortSignal;
 }
 
 /** Result of {@link undeploy}. */
 export interface UndeployReport {
+  /** One entry per object, in order. */
   readonly outcomes: readonly DeleteOutcome[];
+  /** How many S3PAs existed. */
   readonly attachments: number;
   /** Objects still present when the wait ended. */
   readonly remaining: readonly string[];

@@ -15,16 +15,23 @@ import { DRIVER_VERSION } from "../util/version.ts";
 
 /** CPU/memory requests and limits of one container, as Kubernetes quantities. */
 export interface ResourceValues {
+  /** Requested amounts (`cpu`, `memory`). */
   requests: { cpu?: string; memory?: string };
+  /** Limits (`cpu`, `memory`). */
   limits: { cpu?: string; memory?: string };
 }
 
 /** A pod toleration. */
 export interface TolerationValues {
+  /** Taint key (empty with Exists: every key). */
   key?: string;
+  /** Exists or Equal. */
   operator?: "Exists" | "Equal";
+  /** Taint value to match (with Equal). */
   value?: string;
+  /** Taint effect (empty: all). */
   effect?: "NoSchedule" | "PreferNoSchedule" | "NoExecute";
+  /** How long a NoExecute taint is tolerated. */
   tolerationSeconds?: number;
 }
 
@@ -38,11 +45,15 @@ export interface ImageValues {
   pullPolicy: "Always" | "IfNotPresent" | "Never";
   /** Full references (`repo[:tag][@sha256:…]`); "" means derived from registry and tag. */
   node: string;
+  /** Controller image; "" derives it from registry and tag. */
   controller: string;
+  /** Mountpoint Pod image; "" derives it from registry and tag. */
   mounter: string;
   /** Sidecars (csi-sidecars.md §5). */
   nodeDriverRegistrar: string;
+  /** livenessprobe sidecar image. */
   livenessProbe: string;
+  /** csi-provisioner image. */
   csiProvisioner: string;
 }
 
@@ -54,6 +65,7 @@ export interface DeployValues {
   customLabels: Record<string, string>;
   /** Image pull Secrets (names, in `namespace`) for the node and controller pods. */
   imagePullSecrets: string[];
+  /** Container images. */
   image: ImageValues;
   /** S3 endpoint and default region (node and controller `AWS_ENDPOINT_URL`/`AWS_REGION`). */
   s3: { endpointUrl: string; region: string };
@@ -75,6 +87,7 @@ export interface DeployValues {
     /** Periodic NodePublishVolume (credential refresh), as upstream. */
     requiresRepublish: boolean;
   };
+  /** Node plugin DaemonSet settings. */
   node: {
     /** Kubelet root directory on the hosts. */
     kubeletPath: string;
@@ -95,6 +108,7 @@ export interface DeployValues {
     /** More node plugin settings by flag name (see `s3-csi-node --help`), e.g. `read-ahead-kb`. */
     settings: Record<string, string>;
   };
+  /** Controller Deployment settings. */
   controller: {
     replicas: number;
     logLevel: "trace" | "debug" | "info" | "warning" | "error" | "fatal";
@@ -117,6 +131,7 @@ export interface DeployValues {
   };
   /** Resources of the node sidecars (registrar, livenessprobe). */
   sidecars: { resources: ResourceValues };
+  /** Mountpoint Pods: namespace, priority classes, uid, resources. */
   mountpointPod: {
     /** Namespace of the Mountpoint Pods; created by the deployment. */
     namespace: string;
