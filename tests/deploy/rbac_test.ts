@@ -21,6 +21,7 @@ import {
 } from "../../src/deploy/render_rbac.ts";
 import { resolveValues } from "../../src/deploy/values_validate.ts";
 import { type ApiCall, permissionSet, scanApiCalls } from "./_api_calls.ts";
+import { ROOT } from "../_helpers.ts";
 
 const values = resolveValues();
 const objects = renderManifests(values);
@@ -142,4 +143,12 @@ Deno.test("rbac: writes are namespaced where they can be; no wildcards; bindings
       assert.equal(s.namespace, values.namespace);
     }
   }
+});
+
+Deno.test("rbac: the Lease the controller renews is the one its Role names", () => {
+  const text = Deno.readTextFileSync(`${ROOT}src/controller/run_controller.ts`);
+  const lease = /runLeaderElection\(\{[\s\S]*?\bname: "([^"]+)"/.exec(text)?.[1];
+  assert.ok(lease, "leader election call not found in run_controller.ts");
+  const named = CONTROLLER_PERMISSIONS.find((p) => p.resource === "leases" && p.resourceNames);
+  assert.deepEqual(named?.resourceNames, [lease]);
 });
