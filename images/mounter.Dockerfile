@@ -21,7 +21,7 @@ RUN case "${TARGETARCH}" in \
       *) echo "unsupported TARGETARCH ${TARGETARCH}" >&2; exit 1 ;; \
     esac; \
     flags=$(deno eval --quiet "import { V8_FLAGS } from './scripts/build.ts'; console.log(V8_FLAGS.mounter)"); \
-    deno compile -A --frozen --target "${target}" --v8-flags="${flags}" \
+    deno compile -A --frozen --no-check --target "${target}" --v8-flags="${flags}" \
       --output /out/s3-csi-mounter src/cmd/mounter/main.ts
 
 FROM debian:bookworm-slim AS mountpoint
