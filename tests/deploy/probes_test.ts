@@ -1,7 +1,7 @@
 /**
  * The controller container started as its manifest says (same args and env, downward-API values
- * filled in as kubelet would), against the API emulator with its admin
- * kubeconfig (RBAC is checked in rbac_test.ts): its liveness and readiness probes, resolved from the manifest's named ports and
+ * filled in as kubelet would), against the API emulator with its admin kubeconfig (RBAC is checked
+ * in rbac_test.ts): its liveness and readiness probes, resolved from the manifest's named ports and
  * paths, answer 200 like kubelet expects, and the csi-provisioner's socket appears where the
  * sidecar is told to look. Only the socket directory is moved (the container's `/csi` is an
  * emptyDir) and the port is a free one.
