@@ -34,11 +34,13 @@ function formatDefault(spec: OptionSpec): string {
 
 function table(options: OptionSpecs): string {
   const rows = Object.entries(options).map(([name, spec]) => {
-    const choices = spec.choices ? ` One of: ${spec.choices.map((c) => `\`${c}\``).join(", ")}.` : "";
+    const choices = spec.choices
+      ? ` One of: ${spec.choices.map((c) => `\`${c}\``).join(", ")}.`
+      : "";
     const def = formatDefault(spec);
-    return `| \`--${name}\` | ${spec.env ? `\`${spec.env}\`` : ""} | ${def ? `\`${def}\`` : ""} | ${spec.type} | ${
-      spec.description.replaceAll("|", "\\|")
-    }.${choices} |`;
+    return `| \`--${name}\` | ${spec.env ? `\`${spec.env}\`` : ""} | ${
+      def ? `\`${def}\`` : ""
+    } | ${spec.type} | ${spec.description.replaceAll("|", "\\|")}.${choices} |`;
   });
   return ["| flag | env | default | type | meaning |", "|---|---|---|---|---|", ...rows].join("\n");
 }
