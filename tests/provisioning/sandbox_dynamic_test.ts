@@ -87,6 +87,7 @@ Deno.test({
         MOUNTPOINT_NAMESPACE: DEFAULT_MOUNTPOINT_NAMESPACE,
         MOUNTPOINT_IMAGE: "s3-csi-mounter:sandbox",
         LOG_FORMAT: "text",
+        METRICS_ADDRESS: "",
         AWS_ENDPOINT_URL: s3.env.S3_ENDPOINT,
         AWS_REGION: s3.env.AWS_REGION,
         AWS_ACCESS_KEY_ID: s3.env.AWS_ACCESS_KEY_ID,
@@ -99,7 +100,16 @@ Deno.test({
         retryStartMs: 500,
         retryMaxMs: 3000,
       });
-      await provisioner.start(60_000);
+      const controller = env.controller;
+      let started = false;
+      const exited = controller.status.then(async (code) => {
+        if (started) return;
+        const log = await Deno.readTextFile(controller.logPath).catch(() => "");
+        throw new Error(`controller exited with ${code}: ${log.split("\n").slice(-15).join("\n")}`);
+      });
+      exited.catch(() => {}); // raced below; after start-up an exit is not an error here
+      await Promise.race([provisioner.start(60_000), exited]);
+      started = true;
 
       await env.s3Client!.send(
         new (await import("@aws-sdk/client-s3")).CreateBucketCommand({
