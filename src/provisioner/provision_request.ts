@@ -18,19 +18,29 @@ import type { PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
 
 /** A StorageClass (the fields the provisioner reads). */
 export interface StorageClass {
+  /** `storage.k8s.io/v1`. */
   apiVersion?: string;
+  /** `StorageClass`. */
   kind?: string;
+  /** Name etc. */
   metadata: ObjectMeta;
+  /** Driver name. */
   provisioner: string;
+  /** Parameters, including the sidecar's `csi.storage.k8s.io/*` keys. */
   parameters?: Record<string, string>;
+  /** `Delete` (API default) or `Retain`. */
   reclaimPolicy?: string;
+  /** Copied to the PV. */
   mountOptions?: string[];
+  /** `Immediate` or `WaitForFirstConsumer`. */
   volumeBindingMode?: string;
+  /** Other fields. */
   [k: string]: unknown;
 }
 
 /** A problem that retrying will not fix until the objects change. */
 export class ProvisionError extends Error {
+  /** Error name. */
   override name = "ProvisionError";
 }
 

@@ -42,6 +42,7 @@ import {
 
 /** Options of {@link Provisioner}. */
 export interface ProvisionerOptions {
+  /** API client. */
   readonly client: KubeClient;
   /** The driver's Controller socket path. */
   readonly socketPath: string;
@@ -53,6 +54,7 @@ export interface ProvisionerOptions {
   readonly timeoutMs?: number;
   /** Retry backoff (`--retry-interval-start`/`-max`). @default 1000 / 300000 */
   readonly retryStartMs?: number;
+  /** Backoff cap. */
   readonly retryMaxMs?: number;
   /** Add PVC/PV names to parameters (`--extra-create-metadata`). @default false */
   readonly extraCreateMetadata?: boolean;

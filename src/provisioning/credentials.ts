@@ -18,7 +18,9 @@ const TOKEN_REGEXP = /^[A-Za-z0-9/+=-]{1,4096}$/;
 
 /** Credentials and where they came from. */
 export interface ResolvedCredentials {
+  /** Where they came from. */
   readonly source: "driver" | "secret";
+  /** The keys. */
   readonly credentials: S3Credentials;
 }
 

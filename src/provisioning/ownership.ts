@@ -42,11 +42,15 @@ export const META = {
 export interface Ownership {
   /** CreateVolume name. */
   readonly name: string;
+  /** Volume ID. */
   readonly volumeId: string;
   /** Hash of the request's parameters and capacity. */
   readonly fingerprint: string;
+  /** Capacity in bytes. */
   readonly capacity: number;
+  /** PVC name (extra metadata). */
   readonly pvcName: string | undefined;
+  /** PVC namespace (extra metadata). */
   readonly pvcNamespace: string | undefined;
 }
 

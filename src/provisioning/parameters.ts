@@ -62,6 +62,7 @@ export const DELETE_POLICIES: readonly DeletePolicy[] = ["retain", "delete-if-em
 
 /** Parsed parameters. */
 export interface VolumeParams {
+  /** Layout. */
   readonly mode: Mode;
   /** The existing bucket of `prefix` mode. */
   readonly bucketName: string | undefined;
@@ -69,6 +70,7 @@ export interface VolumeParams {
   readonly bucketNamePrefix: string;
   /** Key prefix under which volume prefixes are made (`prefix` mode), "" or ending in "/". */
   readonly basePrefix: string;
+  /** What DeleteVolume does. */
   readonly deletePolicy: DeletePolicy;
   /** Region of the volume (else the driver's). */
   readonly region: string | undefined;
@@ -78,6 +80,7 @@ export interface VolumeParams {
   readonly engine: string | undefined;
   /** From `--extra-create-metadata`. */
   readonly pvcName: string | undefined;
+  /** From `--extra-create-metadata`. */
   readonly pvcNamespace: string | undefined;
 }
 

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { OptionSpecs } from "../util/config.ts";
+import type { OptionSpecs, ParsedConfig } from "../util/config.ts";
 import { ConfigError, errorMessage } from "../util/errors.ts";
 import { awsBucketStores } from "../s3/aws_bucket_store.ts";
 import { S3ClientFactory } from "../s3/client_factory.ts";
@@ -64,17 +64,11 @@ export const PROVISIONING_OPTIONS = {
 } as const satisfies OptionSpecs;
 
 /** The parsed values of {@link PROVISIONING_OPTIONS}. */
-export interface ProvisioningSettings {
-  readonly "s3-endpoint-url": string;
-  readonly "s3-region": string;
-  readonly "s3-force-path-style": boolean;
-  readonly "s3-ca-bundle": string;
-  readonly "s3-proxy": string;
-  readonly "s3-request-timeout": number;
-}
+export type ProvisioningSettings = ParsedConfig<typeof PROVISIONING_OPTIONS>;
 
 /** A Controller service and what to release with it. */
 export interface Provisioning {
+  /** The service to serve. */
   readonly service: ControllerService;
   /** Whether driver credentials are configured (for the start-up log). */
   readonly driverCredentials: boolean;

@@ -15,6 +15,7 @@ export interface FailureContext {
   readonly action: string;
   /** `provisioner secret` or `driver credentials`. */
   readonly source: "driver" | "secret";
+  /** Access key id in use (not secret). */
   readonly accessKeyId: string;
   /** The endpoint, for unreachable errors. */
   readonly endpoint: string | undefined;

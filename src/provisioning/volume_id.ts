@@ -16,12 +16,15 @@ export const MAX_VOLUME_ID = 128;
 
 /** What a volume ID records. */
 export interface VolumeRef {
+  /** Layout. */
   readonly mode: Mode;
+  /** What DeleteVolume does. */
   readonly deletePolicy: DeletePolicy;
   /** Whether CreateVolume used provisioner secrets (DeleteVolume then requires them too). */
   readonly credentials: "driver" | "secret";
   /** Region, "" for the driver's default. */
   readonly region: string;
+  /** Bucket. */
   readonly bucket: string;
   /** Key prefix of `prefix` volumes (ends with "/"); "" in bucket mode. */
   readonly prefix: string;

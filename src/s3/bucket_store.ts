@@ -43,6 +43,7 @@ export type S3ErrorKind =
 
 /** A classified S3 failure. */
 export class S3StoreError extends Error {
+  /** Error name. */
   override name = "S3StoreError";
   /** Create an error of `kind`; `status` is the HTTP status when there was an answer. */
   constructor(
