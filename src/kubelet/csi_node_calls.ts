@@ -65,19 +65,31 @@ export function kubeletErrorText(err: unknown): string {
 export class CsiNodeCalls {
   readonly #socketPath: string;
   readonly #deadline: number;
+  readonly #signal: AbortSignal | undefined;
 
-  /** Calls to the plugin at `socketPath`, all ending by `Date.now() + timeoutMs`. */
-  constructor(socketPath: string, timeoutMs: number) {
+  /**
+   * Calls to the plugin at `socketPath`, all ending by `Date.now() + timeoutMs`. When `signal`
+   * aborts (kubelet shutdown), in-flight calls are cancelled by closing their connection.
+   */
+  constructor(socketPath: string, timeoutMs: number, signal?: AbortSignal) {
     this.#socketPath = socketPath;
     this.#deadline = Date.now() + timeoutMs;
+    this.#signal = signal;
   }
 
   async #call<T>(fn: (c: ReturnType<typeof connectCsi>) => Promise<T>): Promise<T> {
+    this.#signal?.throwIfAborted();
     const remaining = Math.max(1, this.#deadline - Date.now());
     const client = connectCsi(this.#socketPath, { timeoutMs: remaining });
+    let onAbort: (() => void) | undefined;
+    const cancelled = new Promise<never>((_, reject) => {
+      onAbort = () => reject(this.#signal?.reason ?? new Error("cancelled"));
+      this.#signal?.addEventListener("abort", onAbort, { once: true });
+    });
     try {
-      return await fn(client);
+      return await Promise.race([fn(client), cancelled]);
     } finally {
+      if (onAbort) this.#signal?.removeEventListener("abort", onAbort);
       client.close();
     }
   }

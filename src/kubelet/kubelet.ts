@@ -96,6 +96,7 @@ export class Kubelet {
       socketPath: options.driverSocket,
       events: this.#events,
       isDriverRegistered: () => this.#registered,
+      shutdown: this.#stop.signal,
       ...(options.csiTimeoutMs !== undefined ? { csiTimeoutMs: options.csiTimeoutMs } : {}),
       ...(options.volumeBackoff ? { backoff: options.volumeBackoff } : {}),
     });
@@ -272,19 +273,26 @@ export class Kubelet {
   }
 
   /**
-   * Stop: every pod's containers are stopped and its volumes unpublished (no API writes), then the
-   * watch ends. Bounded by `timeoutMs`.
+   * Stop: every pod's containers are stopped and its volumes unpublished (no API writes) —
+   * workload pods first, Mountpoint Pods last — then the watch ends. Bounded by `timeoutMs`.
    */
   async stop(timeoutMs = 30_000): Promise<void> {
     if (this.#stop.signal.aborted) return;
     const workers = [...this.#workers.values()];
-    for (const w of workers) w.stop();
     this.#stop.abort(new Error("kubelet stopped"));
     let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      Promise.all([...workers.map((w) => w.done), ...this.#tasks]),
-      new Promise((r) => timer = setTimeout(r, timeoutMs)),
-    ]);
+    const deadline = new Promise((r) => timer = setTimeout(r, timeoutMs));
+    // Workloads first: their volumes are unpublished while the Mountpoint Pods still serve them.
+    for (
+      const group of [
+        workers.filter((w) => !w.isMountpointPod),
+        workers.filter((w) => w.isMountpointPod),
+      ]
+    ) {
+      for (const w of group) w.stop();
+      await Promise.race([Promise.all(group.map((w) => w.done)), deadline]);
+    }
+    await Promise.race([Promise.all(this.#tasks), deadline]);
     clearTimeout(timer);
     this.#informer = undefined;
   }

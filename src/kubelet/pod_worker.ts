@@ -25,6 +25,7 @@ import {
   buildProcessSpec,
   ContainerConfigError,
   type ImageMapping,
+  isMountpointPod,
   resolveEnv,
   type ValueLookup,
 } from "./container_spec.ts";
@@ -147,17 +148,22 @@ export class PodWorker {
     } catch (err) {
       if (!term.aborted) throw err;
     }
-    let republisher: Promise<void> | undefined;
     if (paths && !term.aborted) {
-      republisher = this.#republishLoop(term);
+      // Republishing stops with the containers (terminating pods are not republished).
+      const running = new AbortController();
+      const stopRepublish = () => running.abort();
+      term.addEventListener("abort", stopRepublish, { once: true });
+      const republisher = this.#republishLoop(running.signal);
       const runners = Promise.all(
         this.#pod.spec.containers.map((c, i) => this.#runContainer(c, this.#records[i]!, paths!)),
       );
       await Promise.race([runners, aborted(term)]);
+      running.abort();
+      term.removeEventListener("abort", stopRepublish);
+      await republisher;
       if (term.aborted) await this.#killContainers();
       await runners;
     }
-    await republisher;
     if (!term.aborted) {
       // Every container is done and none restarts: the pod is terminal; its volumes go.
       this.#syncStatus();
@@ -168,13 +174,18 @@ export class PodWorker {
     await this.#terminatePod();
   }
 
-  async #republishLoop(term: AbortSignal): Promise<void> {
+  async #republishLoop(signal: AbortSignal): Promise<void> {
     if (!this.#d.republishMs || !(await this.#d.requiresRepublish().catch(() => false))) return;
-    while (!term.aborted && this.#records.some((r) => r.state.running || !r.state.terminated)) {
-      await sleep(this.#d.republishMs * (1 + Math.random() * 0.5), term);
-      if (term.aborted) return;
-      await this.#d.volumes.republish(this.#pod, term);
+    while (!signal.aborted) {
+      await sleep(this.#d.republishMs * (1 + Math.random() * 0.5), signal);
+      if (signal.aborted) return;
+      await this.#d.volumes.republish(this.#pod, signal);
     }
+  }
+
+  /** True for Mountpoint Pods (stopped after the workloads on kubelet shutdown). */
+  get isMountpointPod(): boolean {
+    return isMountpointPod(this.#pod);
   }
 
   #logPath(name: string, restart: number): string {

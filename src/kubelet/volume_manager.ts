@@ -57,6 +57,8 @@ export interface VolumeManagerOptions {
   readonly csiTimeoutMs?: number;
   /** Retry back-off of failed operations. @default 500 ms doubling to 122 s */
   readonly backoff?: BackoffSettings;
+  /** Kubelet shutdown: cancels in-flight publish calls (pod deletion alone never does). */
+  readonly shutdown?: AbortSignal;
 }
 
 interface PodCsiVolume {
@@ -215,7 +217,7 @@ export class VolumeManager {
 
   /** MountDevice without NodeStage: metadata dir `globalmount` + `vol_data.json`. */
   async #mountDevice(pvName: string, driver: string, handle: string): Promise<void> {
-    const calls = new CsiNodeCalls(this.#o.socketPath, this.#timeout);
+    const calls = new CsiNodeCalls(this.#o.socketPath, this.#timeout, this.#o.shutdown);
     let staging: boolean;
     try {
       staging = await calls.supports("STAGE_UNSTAGE_VOLUME");
@@ -247,7 +249,7 @@ export class VolumeManager {
     const pvName = pv.metadata.name;
     const uid = pod.metadata.uid;
     const root = this.#o.kubeletRoot;
-    const calls = new CsiNodeCalls(this.#o.socketPath, this.#timeout);
+    const calls = new CsiNodeCalls(this.#o.socketPath, this.#timeout, this.#o.shutdown);
     const failed = (text: string) =>
       new VolumeSetupError(`MountVolume.SetUp failed for volume "${pvName}" : ${text}`);
     try {
@@ -438,7 +440,9 @@ export class VolumeManager {
     }
     if (!this.#devices.has(handle)) return;
     try {
-      await new CsiNodeCalls(this.#o.socketPath, this.#timeout).supports("STAGE_UNSTAGE_VOLUME");
+      await new CsiNodeCalls(this.#o.socketPath, this.#timeout).supports(
+        "STAGE_UNSTAGE_VOLUME",
+      );
     } catch (err) {
       this.#log.warn("UnmountDevice: NodeGetCapabilities failed: {error}", {
         error: kubeletErrorText(err),

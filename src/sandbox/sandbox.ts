@@ -82,7 +82,13 @@ export async function runSandbox(
   r.line("processes, FUSE mounts, CSI gRPC and S3 are real.");
   r.line(`state and logs: ${dir}`);
   r.line();
-  const env = new SandboxEnv({ dir, nodes: config.nodes, s3: config.s3 as S3Choice, signal }, r);
+  const env = new SandboxEnv({
+    dir,
+    nodes: config.nodes,
+    s3: config.s3 as S3Choice,
+    signal,
+    withoutController: config["without-controller"],
+  }, r);
   try {
     if (await env.start() && !signal.aborted) {
       r.line();
@@ -106,6 +112,7 @@ export async function runSandbox(
     }
   } finally {
     r.line();
+    await env.drain();
     await env.stop();
     await r.step("Nothing left mounted or running", async () => {
       const mounts = await mountsUnder(dir);

@@ -10,9 +10,10 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { s3paCrd } from "../api/mountpoint_s3_pod_attachment.ts";
 import { type ApiServer, startApiServer } from "../apiserver/api_server.ts";
 import type { KubeClient } from "../kube/client.ts";
-import { NAMESPACES, type Resource } from "../kube/resources.ts";
+import { NAMESPACES, PODS, type Resource } from "../kube/resources.ts";
 import { RestKubeClient } from "../kube/rest_client.ts";
 import { Kubelet } from "../kubelet/kubelet.ts";
+import type { Pod } from "../kubelet/k8s_types.ts";
 import { CSI_DRIVERS } from "../kubelet/kubelet_resources.ts";
 import { Scheduler } from "../kubelet/scheduler.ts";
 import { VolumeBinder } from "../kubelet/volume_binder.ts";
@@ -22,7 +23,7 @@ import { pluginDir } from "../mppod/paths.ts";
 import { DRIVER_NAME } from "../util/version.ts";
 import { ChildProcess } from "./child_process.ts";
 import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
-import { PendingError, type StepReporter } from "./step_reporter.ts";
+import type { StepReporter } from "./step_reporter.ts";
 
 const PRIORITY_CLASSES: Resource = {
   group: "scheduling.k8s.io",
@@ -58,6 +59,8 @@ export interface SandboxEnvOptions {
   readonly nodes: number;
   readonly s3: S3Choice;
   readonly signal: AbortSignal;
+  /** Do not start the controller. */
+  readonly withoutController?: boolean;
 }
 
 async function waitUntil(what: string, check: () => Promise<boolean> | boolean, ms: number) {
@@ -164,19 +167,27 @@ export class SandboxEnv {
       );
       if (!ok) return false;
     }
+    if (this.#o.withoutController) {
+      r.report("Controller process", "info", "not started (--without-controller)");
+      return true;
+    }
     await r.step("Controller process", async () => {
+      const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+      const metrics = `127.0.0.1:${(probe.addr as Deno.NetAddr).port}`;
+      probe.close();
       this.controller = await ChildProcess.binary("controller", [], {
         KUBECONFIG: `${dir}/kubeconfig`,
         MOUNTPOINT_NAMESPACE: DEFAULT_MOUNTPOINT_NAMESPACE,
         MOUNTPOINT_IMAGE: "s3-csi-mounter:sandbox",
+        METRICS_ADDRESS: metrics,
         LOG_FORMAT: "text",
       }, `${this.logDir}/controller.log`);
       await new Promise((res) => setTimeout(res, 1500));
       if (this.controller.exitCode !== undefined) {
         throw new Error(`exited with ${this.controller.exitCode} (log ${this.controller.logPath})`);
       }
-      return this.controller.pid;
-    }, (pid) => `pid ${pid}`);
+      return `pid ${this.controller.pid}, metrics http://${metrics}/metrics`;
+    }, (d) => d);
     return true;
   }
 
@@ -192,6 +203,8 @@ export class SandboxEnv {
         `unix://${socket}`,
         "--kubelet-path",
         root,
+        "--shutdown-grace",
+        "3s",
       ],
       {
         KUBECONFIG: `${this.#o.dir}/kubeconfig`,
@@ -226,13 +239,58 @@ export class SandboxEnv {
     return node;
   }
 
+  /**
+   * Delete the remaining workload pods through the API (the normal unpublish path), then give
+   * the controller time to release the Mountpoint Pods. Reported only when there was something.
+   */
+  async drain(): Promise<void> {
+    const c = this.client;
+    if (!c) return;
+    const workloads = (await c.list<Pod>(PODS).catch(() => ({ items: [] as Pod[] }))).items
+      .filter((p) => p.metadata.namespace !== DEFAULT_MOUNTPOINT_NAMESPACE);
+    if (!workloads.length) return;
+    const t0 = performance.now();
+    const title = "Remaining pods deleted through the API (unpublish, then release)";
+    try {
+      for (const p of workloads) {
+        await c.delete(PODS, p.metadata.name, p.metadata.namespace).catch(() => false);
+      }
+      await waitUntil(
+        "the workload pods to go",
+        async () =>
+          (await c.list<Pod>(PODS)).items.every((p) =>
+            p.metadata.namespace === DEFAULT_MOUNTPOINT_NAMESPACE
+          ),
+        10_000,
+      );
+      if (this.controller && this.controller.exitCode === undefined) {
+        await waitUntil(
+          "the Mountpoint Pods to go",
+          async () =>
+            !(await c.list(PODS, { namespace: DEFAULT_MOUNTPOINT_NAMESPACE })).items.length,
+          30_000,
+        );
+      }
+      this.#r.report(title, "ok", `${workloads.length} pod(s)`, performance.now() - t0);
+    } catch (err) {
+      // Not a failure by itself: the kubelets' shutdown below stops and unpublishes what is left,
+      // and the final check says whether anything leaked.
+      const why = err instanceof Error ? err.message : String(err);
+      this.#r.report(
+        title,
+        "info",
+        `${why}; left to the kubelets' shutdown`,
+        performance.now() - t0,
+      );
+    }
+  }
+
   /** Stop everything in dependency order; each part bounded. */
   async stop(): Promise<void> {
     const r = this.#r;
-    await r.step("Controller stopped", async () => {
-      if (!this.controller) throw new PendingError(5, "no controller was started");
-      return await this.controller.stop(10_000);
-    }, (code) => `exit ${code}`);
+    if (this.controller) {
+      await r.step("Controller stopped", () => this.controller!.stop(10_000), (c) => `exit ${c}`);
+    }
     await r.step("Kubelets stopped (containers killed, volumes unpublished)", async () => {
       await Promise.all(this.nodes.map((n) => n.kubelet.stop(30_000)));
       return this.nodes.length;

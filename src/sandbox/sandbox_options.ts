@@ -37,6 +37,11 @@ export const SANDBOX_OPTIONS = {
     default: 90_000,
     description: "Longest wait for the workload to finish writing through the mount",
   },
+  "without-controller": {
+    type: "boolean",
+    default: false,
+    description: "Do not start the controller (shows how missing parts are reported as pending)",
+  },
   "controller-timeout": {
     type: "duration",
     default: 15_000,

@@ -138,16 +138,18 @@ export async function runScenario(
       }
       await sleep(250);
     }
+    const why = await lastProblem(env.controller?.logPath);
     throw new PendingError(
       5,
-      `no MountpointS3PodAttachment for the workload within ${
-        o.controllerTimeoutMs / 1000
-      } s (pod reconciler not there yet)`,
+      `no MountpointS3PodAttachment for the workload within ${o.controllerTimeoutMs / 1000} s${
+        why ? ` (controller: ${why})` : " (pod reconciler not there yet)"
+      }`,
     );
   })();
+  let mountWatch = true;
   const mounted = (async () => {
     const deadline = Date.now() + o.mountTimeoutMs;
-    while (Date.now() < deadline) {
+    while (Date.now() < deadline && mountWatch) {
       const pod = await c.get<Pod>(PODS, SCENARIO.pod, ns);
       const phase = pod?.status?.phase;
       if (phase === "Succeeded") return pod!;
@@ -180,6 +182,7 @@ export async function runScenario(
       }`,
     );
   })();
+  mounted.catch(() => {}); // awaited below, possibly after a cut-off
   const attached = await r.step(
     "Controller: S3PA + Mountpoint Pod for the workload",
     () => controller,
@@ -189,7 +192,21 @@ export async function runScenario(
     "Volume published; workload wrote and read a file through the mount",
     async () => {
       try {
-        return await mounted;
+        if (attached !== undefined) return await mounted;
+        // Without an attachment the node plugin cannot mount: a short grace, no more.
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const cut = new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error("no mount 10 s after the controller step")),
+            10_000,
+          );
+        });
+        try {
+          return await Promise.race([mounted, cut]);
+        } finally {
+          clearTimeout(timer);
+          mountWatch = false;
+        }
       } catch (err) {
         if (!(err instanceof PendingError) && attached === undefined) {
           throw new PendingError(
@@ -220,9 +237,17 @@ export async function runScenario(
     "Workload deleted: containers stopped, NodeUnpublishVolume, pod removed",
     async () => {
       await c.delete(PODS, SCENARIO.pod, ns);
-      for (let i = 0; i < 300; i++) {
+      // Without a mount the pod waits for the in-flight publish: do not wait long for it.
+      const tries = !done && attached === undefined ? 50 : 300;
+      for (let i = 0; i < tries; i++) {
         if (!(await c.get(PODS, SCENARIO.pod, ns))) return "";
         await sleep(100);
+      }
+      if (!done && attached === undefined) {
+        throw new PendingError(
+          5,
+          "the pod is still Terminating after 5 s: kubelet unpublishes only after the in-flight NodePublishVolume returns, and the node plugin waits for a Mountpoint Pod",
+        );
       }
       throw new Error("the pod is still there after 30 s");
     },

@@ -294,7 +294,7 @@ Deno.test({
       volumeId: "pv-d-handle",
       targetPath: csiTargetPath(h.root, pod.metadata.uid, "pv-d"),
     }]);
-    assert.equal(await exists(podDir(h.root, pod.metadata.uid)), false);
+    await waitFor("pod dir removed", async () => !(await exists(podDir(h.root, pod.metadata.uid))));
   },
 });
 

@@ -109,7 +109,7 @@ Deno.test({
       timeoutMs: 15_000,
     });
     assert.equal(await exists(`/proc/${pid}`), false, "process killed by SIGTERM");
-    assert.equal(await exists(comm), false, "pod dir removed");
+    await waitFor("pod dir removed", async () => !(await exists(comm)));
   },
 });
 
