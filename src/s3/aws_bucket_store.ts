@@ -29,9 +29,14 @@ export function classifyS3Error(err: unknown): S3StoreError {
   const e = err as { name?: string; Code?: string; $metadata?: { httpStatusCode?: number } };
   const status = e?.$metadata?.httpStatusCode;
   const code = e?.Code ?? e?.name ?? "";
-  const message = `${code && !errorMessage(err).includes(code) ? `${code}: ` : ""}${
-    errorMessage(err)
-  }`;
+  // fetch failures hide the reason (TLS, DNS, refused) in the cause chain.
+  let detail = errorMessage(err);
+  for (let c = (err as Error)?.cause, depth = 0; c && depth < 3; depth++) {
+    const m = errorMessage(c);
+    if (!detail.includes(m)) detail += `: ${m}`;
+    c = (c as Error)?.cause;
+  }
+  const message = `${code && !detail.includes(code) ? `${code}: ` : ""}${detail}`;
   const make = (kind: S3StoreError["kind"]) =>
     new S3StoreError(kind, message, status, { cause: err });
   if (
