@@ -72,6 +72,11 @@ export async function runCli<T extends OptionSpecs>(
   try {
     return await spec.run(config, controller.signal);
   } catch (err) {
+    if (controller.signal.aborted && !(err instanceof ConfigError)) {
+      // SIGTERM/SIGINT arrived during start-up: a normal stop, not a failure.
+      log.info("{binary} stopped before start-up finished", { binary: spec.binary });
+      return 0;
+    }
     if (err instanceof ConfigError) {
       writeStderr(`${spec.binary}: error: ${errorMessage(err)}\n`);
       return EXIT_CONFIG;

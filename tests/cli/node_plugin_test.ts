@@ -4,13 +4,34 @@
  */
 import assert from "node:assert/strict";
 import { connectCsi } from "../../src/csi/client.ts";
-import { exists, spawnBinary, tempDir, waitFor, writeDummyKubeconfig } from "../_helpers.ts";
+import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
+import { RestKubeClient } from "../../src/kube/rest_client.ts";
+import { ensureCrd } from "../controller/_cluster.ts";
+import { exists, spawnBinary, tempDir, waitFor } from "../_helpers.ts";
+
+/** The node plugin watches its node's Mountpoint Pods and S3PAs before serving: give it an API server. */
+async function apiServer(): Promise<{ kubeconfig: string } & AsyncDisposable> {
+  const api = await startApiServer();
+  const client = new RestKubeClient(kubeConfigFromFile(api.kubeconfigPath));
+  await ensureCrd(client);
+  await client.close();
+  return { kubeconfig: api.kubeconfigPath, [Symbol.asyncDispose]: () => api.stop() };
+}
 
 Deno.test("node plugin serves Identity and Node over its unix socket and never logs secrets", async () => {
   await using dir = await tempDir();
   const socket = `${dir.path}/plugin/csi.sock`;
-  const kubeconfig = await writeDummyKubeconfig(dir.path);
-  const proc = spawnBinary("node", ["--endpoint", `unix://${socket}`, "--log-level", "debug"], {
+  await using api = await apiServer();
+  const kubeconfig = api.kubeconfig;
+  const proc = spawnBinary("node", [
+    "--endpoint",
+    `unix://${socket}`,
+    "--kubelet-path",
+    `${dir.path}/kubelet`,
+    "--log-level",
+    "debug",
+  ], {
     CSI_NODE_NAME: "worker-7",
     KUBECONFIG: kubeconfig,
   });
@@ -31,12 +52,12 @@ Deno.test("node plugin serves Identity and Node over its unix socket and never l
     await assert.rejects(
       client.node.nodePublishVolume({
         volumeId: "vol-secret-test",
-        targetPath: "/var/lib/kubelet/pods/u/volumes/kubernetes.io~csi/pv/mount",
+        targetPath: `${dir.path}/kubelet/pods/u/volumes/kubernetes.io~csi/pv/mount`,
         secrets: { access_key_id: "AKIDEXAMPLE", secret_access_key: secretValue },
         volumeContext: { bucketName: "b", secret_access_key: secretValue },
       }),
       (err: { code?: number; details?: string }) =>
-        err.code === 12 && /NodePublishVolume is not implemented/.test(err.details ?? ""),
+        err.code === 3 && /Volume capability not provided/.test(err.details ?? ""),
     );
     await assert.rejects(
       client.controller.createVolume({ name: "x" }),
@@ -50,7 +71,7 @@ Deno.test("node plugin serves Identity and Node over its unix socket and never l
   const log = proc.stderr();
   assert.match(log, /"method":"\/csi.v1.Node\/NodePublishVolume"/, "the call is logged");
   assert.match(log, /vol-secret-test/, "the request is logged at debug level");
-  assert.match(log, /"code":"UNIMPLEMENTED"/);
+  assert.match(log, /"code":"INVALID_ARGUMENT"/);
   assert.match(log, /"durationMs":/);
   assert.ok(!log.includes("wJalrXUtnFEMI"), "a secret reached the log");
   assert.ok(!log.includes("AKIDEXAMPLE"), "an access key reached the log");
@@ -60,8 +81,12 @@ Deno.test("node plugin serves Identity and Node over its unix socket and never l
 Deno.test("node plugin refuses a socket that another process is serving", async () => {
   await using dir = await tempDir();
   const socket = `${dir.path}/csi.sock`;
-  const kubeconfig = await writeDummyKubeconfig(dir.path);
-  const env = { CSI_NODE_NAME: "n", KUBECONFIG: kubeconfig };
+  await using api = await apiServer();
+  const env = {
+    CSI_NODE_NAME: "n",
+    KUBECONFIG: api.kubeconfig,
+    KUBELET_PATH: `${dir.path}/kubelet`,
+  };
   const first = spawnBinary("node", ["--endpoint", `unix://${socket}`], env);
   try {
     await waitFor("the first plugin socket", () => exists(socket), { timeoutMs: 20_000 });
@@ -80,8 +105,12 @@ Deno.test("node plugin refuses a socket that another process is serving", async 
 Deno.test("node plugin replaces a stale socket left by a crash", async () => {
   await using dir = await tempDir();
   const socket = `${dir.path}/csi.sock`;
-  const kubeconfig = await writeDummyKubeconfig(dir.path);
-  const env = { CSI_NODE_NAME: "n", KUBECONFIG: kubeconfig };
+  await using api = await apiServer();
+  const env = {
+    CSI_NODE_NAME: "n",
+    KUBECONFIG: api.kubeconfig,
+    KUBELET_PATH: `${dir.path}/kubelet`,
+  };
   const crashed = spawnBinary("node", ["--endpoint", `unix://${socket}`], env);
   await waitFor("the socket", () => exists(socket), { timeoutMs: 20_000 });
   await crashed.stop("SIGKILL");

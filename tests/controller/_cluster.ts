@@ -62,7 +62,8 @@ export function clusterKinds(): ("emulator" | "real")[] {
   return ["emulator", "real"];
 }
 
-async function ensureCrd(client: KubeClient): Promise<void> {
+/** Create the S3PA CRD if missing and wait until it is Established. */
+export async function ensureCrd(client: KubeClient): Promise<void> {
   const crd = s3paCrd() as { metadata: { name: string } };
   if (!(await client.get(CRDS, crd.metadata.name))) {
     await client.create(CRDS, crd as never).catch((err) => {
