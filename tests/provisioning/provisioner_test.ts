@@ -232,3 +232,55 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "provisioner: WaitForFirstConsumer waits for selected-node; unknown reserved keys fail",
+  ignore: !S3,
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await using w = await world();
+    const sc = `wffc-${unique()}`;
+    await w.client.create(STORAGE_CLASSES, {
+      ...storageClass(sc, "Delete", { deletePolicy: "delete-all" }),
+      volumeBindingMode: "WaitForFirstConsumer",
+    } as never);
+    const pvc = await w.client.create(PVCS, claim(w.ns, "late", sc));
+    const pvName = `pvc-${pvc.metadata.uid}`;
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(await w.client.get(PVS, pvName), undefined, "no PV before a node is selected");
+    await w.client.patch(PVCS, "late", w.ns, {
+      metadata: { annotations: { [ANN.selectedNode]: "node-1" } },
+    });
+    await waitFor("the PV", () => w.client.get<PersistentVolume>(PVS, pvName), {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    });
+    assert.ok(await w.raw.exists(pvName));
+
+    const bad = `bad-${unique()}`;
+    await w.client.create(
+      STORAGE_CLASSES,
+      storageClass(bad, "Delete", { "csi.storage.k8s.io/unknown-key": "x" }) as never,
+    );
+    await w.client.create(PVCS, claim(w.ns, "bad", bad));
+    const event = await waitFor(
+      "ProvisioningFailed",
+      async () =>
+        (await w.client.list<{ reason?: string; message?: string }>(EVENTS, { namespace: w.ns }))
+          .items.find((e) => e.reason === "ProvisioningFailed"),
+      {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+      },
+    );
+    assert.match(event.message!, /unknown parameter key "csi.storage.k8s.io\/unknown-key"/);
+
+    await w.client.delete(PVCS, "late", w.ns);
+    await waitFor("the PV to be deleted", async () => !(await w.client.get(PVS, pvName)), {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    });
+    assert.ok(!(await w.raw.exists(pvName)));
+  },
+});
