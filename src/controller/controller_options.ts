@@ -56,6 +56,9 @@ function jsonLabels(v: string): string | undefined {
   }`;
 }
 
+/** Name of the coordination.k8s.io Lease the controller replicas elect a leader on. */
+export const LEADER_LEASE_NAME = "s3-csi-controller";
+
 /** Controller settings. */
 export const CONTROLLER_OPTIONS = {
   "csi-endpoint": {

@@ -28,7 +28,7 @@ import { errorMessage } from "../util/errors.ts";
 import { startHealthServer } from "../util/health_server.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
-import type { ControllerConfig } from "./controller_options.ts";
+import { type ControllerConfig, LEADER_LEASE_NAME } from "./controller_options.ts";
 import { PromControllerMetrics } from "./prom_metrics.ts";
 import { type ControllerCaches, INDEX, Reconciler, registerIndexes } from "./reconciler.ts";
 import { StaleCleaner } from "./stale_cleaner.ts";
@@ -120,7 +120,7 @@ export async function runController(
     const outcome = await runLeaderElection({
       client,
       namespace: config["leader-election-namespace"],
-      name: "s3-csi-controller",
+      name: LEADER_LEASE_NAME,
       identity,
       leaseDurationMs: config["leader-election-lease-duration"],
       renewDeadlineMs: config["leader-election-renew-deadline"],

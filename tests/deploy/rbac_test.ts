@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { LEADER_LEASE_NAME } from "../../src/controller/controller_options.ts";
 import assert from "node:assert/strict";
 import type { Manifest, PolicyRule } from "../../src/deploy/k8s_objects.ts";
 import { ANNOTATION_RBAC_FOR } from "../../src/deploy/names.ts";
@@ -147,8 +148,12 @@ Deno.test("rbac: writes are namespaced where they can be; no wildcards; bindings
 
 Deno.test("rbac: the Lease the controller renews is the one its Role names", () => {
   const text = Deno.readTextFileSync(`${ROOT}src/controller/run_controller.ts`);
-  const lease = /runLeaderElection\(\{[\s\S]*?\bname: "([^"]+)"/.exec(text)?.[1];
-  assert.ok(lease, "leader election call not found in run_controller.ts");
+  assert.match(
+    text,
+    /runLeaderElection\(\{[\s\S]*?\bname: LEADER_LEASE_NAME,/,
+    "the controller elects on LEADER_LEASE_NAME",
+  );
+  const lease = LEADER_LEASE_NAME;
   const named = CONTROLLER_PERMISSIONS.find((p) => p.resource === "leases" && p.resourceNames);
   assert.deepEqual(named?.resourceNames, [lease]);
 });
