@@ -96,7 +96,8 @@ export async function deleteVolumeData(
     if (content.keys.length > 0) {
       throw notEmpty(`prefix "${bucket}/${prefix}"`, content.keys, content.truncated, volumeId);
     }
-    await store.deleteAll(bucket, prefix, signal);
+    // Only the marker: an object written since the check above is never deleted by this policy.
+    await store.deleteObject(bucket, prefix, signal);
   } else {
     const n = await store.deleteAll(bucket, prefix, signal);
     log.info("DeleteVolume {volumeId}: deleted {count} object versions under {where}", {
