@@ -1,6 +1,7 @@
 /**
  * The driver's binaries as child processes of the sandbox: started from source with
- * `deno run -A`, output appended to a log file, stopped with SIGTERM then SIGKILL.
+ * `deno run -A` in a session of their own (`setsid`), output appended to a log file, stopped with
+ * SIGTERM then SIGKILL.
  *
  * @module
  */
@@ -52,8 +53,10 @@ export class ChildProcess {
     logPath: string,
   ): Promise<ChildProcess> {
     const log = await Deno.open(logPath, { create: true, append: true });
-    const child = new Deno.Command(argv[0]!, {
-      args: argv.slice(1),
+    // A session of its own: Ctrl-C on the sandbox's terminal must not reach the driver processes
+    // directly; the sandbox stops them in order (node plugins after the kubelets' unpublishes).
+    const child = new Deno.Command("setsid", {
+      args: argv,
       env: {
         PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
         HOME: Deno.env.get("HOME") ?? "/root",

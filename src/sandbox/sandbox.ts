@@ -27,8 +27,8 @@ async function ancestors(): Promise<Set<number>> {
 }
 
 /**
- * Processes (pid → cmdline) whose command line or environment names `dir`, except this process
- * and its ancestors (`deno task sandbox --dir …`).
+ * Processes (pid → cmdline) whose command line or environment (other than `KUBECONFIG`) names
+ * `dir`, except this process and its ancestors (`deno task sandbox --dir …`).
  */
 export async function processesUsing(dir: string): Promise<Map<number, string>> {
   const found = new Map<number, string>();
@@ -38,7 +38,9 @@ export async function processesUsing(dir: string): Promise<Map<number, string>> 
     if (!Number.isInteger(pid) || mine.has(pid)) continue;
     const cmdline = await Deno.readTextFile(`/proc/${pid}/cmdline`).catch(() => "");
     const environ = await Deno.readTextFile(`/proc/${pid}/environ`).catch(() => "");
-    if (cmdline.includes(dir) || environ.includes(dir)) {
+    // KUBECONFIG alone does not count: a user's kubectl run against the sandbox is not a leak.
+    const env = environ.split("\0").filter((kv) => !kv.startsWith("KUBECONFIG="));
+    if (cmdline.includes(dir) || env.some((kv) => kv.includes(dir))) {
       found.set(pid, cmdline.replaceAll("\0", " ").trim());
     }
   }

@@ -104,7 +104,9 @@ export async function runScenario(
           command: [
             "sh",
             "-c",
-            `echo "$MESSAGE" > /data/${SCENARIO.key} && cat /data/${SCENARIO.key}`,
+            `echo "$MESSAGE" > /data/${SCENARIO.key} && cat /data/${SCENARIO.key}${
+              o.keepWorkload ? " && exec sleep 86400" : ""
+            }`,
           ],
           env: [{ name: "MESSAGE", value: content }],
           volumeMounts: [{ name: "s3", mountPath: "/data" }],
@@ -153,6 +155,11 @@ export async function runScenario(
       const pod = await c.get<Pod>(PODS, SCENARIO.pod, ns);
       const phase = pod?.status?.phase;
       if (phase === "Succeeded") return pod!;
+      // With --keep the workload stays up (sleeping) after writing and reading.
+      if (
+        o.keepWorkload && phase === "Running" &&
+        (await readLog(env, pod!, "writer")).includes(content)
+      ) return pod!;
       if (phase === "Failed") {
         const log = await readLog(env, created, "writer");
         throw new Error(`the workload failed: ${log.trim().split("\n").slice(-2).join(" | ")}`);
