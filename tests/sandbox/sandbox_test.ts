@@ -66,3 +66,29 @@ Deno.test({
     assert.doesNotMatch(out.stdout, /node-2/);
   },
 });
+
+Deno.test({
+  name:
+    "deno task sandbox reports a missing component as pending and still exits 0, leaving nothing",
+  ignore: !isRoot,
+  sanitizeResources: false,
+  async fn() {
+    const out = await runSandbox([
+      "--s3",
+      "s3rver",
+      "--nodes",
+      "1",
+      "--without-controller",
+      "--controller-timeout",
+      "3s",
+    ]);
+    await assertClean(out);
+    assert.match(out.stdout, /• Controller process: not started/);
+    assert.match(
+      out.stdout,
+      /… pending Controller: S3PA \+ Mountpoint Pod for the workload: \(issue #5\)/,
+    );
+    assert.match(out.stdout, /… pending Object landed in S3: \(issue #\d\)/);
+    assert.match(out.stdout, /\d+ done, [1-9]\d* pending, 0 failed/);
+  },
+});
