@@ -8,6 +8,7 @@
 import { connectCsi } from "../csi/client.ts";
 import type {
   NodeGetInfoResponse,
+  NodeGetVolumeStatsResponse,
   NodePublishVolumeRequest,
   NodeServiceCapability_RPC_Type,
   NodeUnpublishVolumeRequest,
@@ -114,6 +115,11 @@ export class CsiNodeCalls {
     return this.#call(async (c) => {
       await c.node.nodeUnpublishVolume(req);
     });
+  }
+
+  /** NodeGetVolumeStats (volume_path is the target path; never a staging path). */
+  stats(volumeId: string, volumePath: string): Promise<NodeGetVolumeStatsResponse> {
+    return this.#call((c) => c.node.nodeGetVolumeStats({ volumeId, volumePath }));
   }
 
   /** NodeGetInfo (registration only). */

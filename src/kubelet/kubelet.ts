@@ -52,6 +52,8 @@ export interface KubeletOptions {
   readonly csiTimeoutMs?: number;
   /** Republish period with `requiresRepublish` (kubelet: 60–90 s). 0 disables. @default 60000 */
   readonly republishMs?: number;
+  /** Volume stats period (kubelet: 60–120 s); 0 disables. @default 60000 */
+  readonly statsMs?: number;
 }
 
 /** The default mapping: `deno run -A --cached-only src/cmd/mounter/main.ts`, DENO_DIR per uid. */
@@ -170,6 +172,7 @@ export class Kubelet {
       logRoot: this.#o.logRoot ?? `${this.#o.kubeletRoot}/pod-logs`,
       ...(this.#o.restartBackoff ? { restartBackoff: this.#o.restartBackoff } : {}),
       republishMs: this.#o.republishMs ?? 60_000,
+      statsMs: this.#o.statsMs ?? 60_000,
       requiresRepublish: async () =>
         (await this.#o.client.get<CsiDriver>(CSI_DRIVERS, this.#driver))?.spec
           ?.requiresRepublish ===

@@ -55,6 +55,8 @@ export interface PodWorkerDeps {
   /** Republish period for drivers with `requiresRepublish`; 0 disables. */
   readonly republishMs: number;
   readonly requiresRepublish: () => Promise<boolean>;
+  /** Volume stats period (NodeGetVolumeStats when advertised); 0 disables. */
+  readonly statsMs: number;
   /** Called once the worker is finished and the pod is gone (or the kubelet stopped). */
   readonly onDone: (uid: string) => void;
 }
@@ -153,7 +155,10 @@ export class PodWorker {
       const running = new AbortController();
       const stopRepublish = () => running.abort();
       term.addEventListener("abort", stopRepublish, { once: true });
-      const republisher = this.#republishLoop(running.signal);
+      const republisher = Promise.all([
+        this.#republishLoop(running.signal),
+        this.#statsLoop(running.signal),
+      ]);
       const runners = Promise.all(
         this.#pod.spec.containers.map((c, i) => this.#runContainer(c, this.#records[i]!, paths!)),
       );
@@ -180,6 +185,15 @@ export class PodWorker {
       await sleep(this.#d.republishMs * (1 + Math.random() * 0.5), signal);
       if (signal.aborted) return;
       await this.#d.volumes.republish(this.#pod, signal);
+    }
+  }
+
+  /** Volume stats: one run at start, then every `statsMs`–2×`statsMs` (kubelet: 60–120 s). */
+  async #statsLoop(signal: AbortSignal): Promise<void> {
+    if (!this.#d.statsMs) return;
+    while (!signal.aborted) {
+      await this.#d.volumes.collectStats(this.#pod.metadata.uid);
+      await sleep(this.#d.statsMs * (1 + Math.random()), signal);
     }
   }
 

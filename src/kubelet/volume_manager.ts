@@ -383,6 +383,31 @@ export class VolumeManager {
     }
   }
 
+  /**
+   * The volume stats calculator's run for one pod: per mounted CSI volume one NodeGetCapabilities
+   * and, only when GET_VOLUME_STATS is advertised, NodeGetVolumeStats. Results are logged.
+   */
+  async collectStats(podUID: string): Promise<void> {
+    for (const v of this.#pods.get(podUID)?.values() ?? []) {
+      if (v.state !== "mounted") continue;
+      const calls = new CsiNodeCalls(this.#o.socketPath, this.#timeout, this.#o.shutdown);
+      try {
+        if (!(await calls.supports("GET_VOLUME_STATS"))) continue;
+        const res = await calls.stats(v.volumeHandle, v.targetPath);
+        this.#log.debug("Volume stats of {pv} (pod {uid}): {usage}", {
+          pv: v.pvName,
+          uid: podUID,
+          usage: res.usage ?? [],
+        });
+      } catch (err) {
+        this.#log.debug("NodeGetVolumeStats for {pv} failed: {error}", {
+          pv: v.pvName,
+          error: kubeletErrorText(err),
+        });
+      }
+    }
+  }
+
   /** True when the pod has CSI volumes that kubelet would unpublish. */
   hasVolumes(podUID: string): boolean {
     return (this.#pods.get(podUID)?.size ?? 0) > 0;

@@ -9,6 +9,7 @@ import { type ApiServer, startApiServer } from "../../src/apiserver/api_server.t
 import { CsiServer } from "../../src/csi/server.ts";
 import type {
   NodeGetCapabilitiesResponse,
+  NodeGetVolumeStatsRequest,
   NodePublishVolumeRequest,
   NodeServiceCapability_RPC_Type,
   NodeUnpublishVolumeRequest,
@@ -26,7 +27,8 @@ export type Call =
   | { method: "NodeGetCapabilities" }
   | { method: "NodeGetInfo" }
   | { method: "NodePublishVolume"; request: NodePublishVolumeRequest }
-  | { method: "NodeUnpublishVolume"; request: NodeUnpublishVolumeRequest };
+  | { method: "NodeUnpublishVolume"; request: NodeUnpublishVolumeRequest }
+  | { method: "NodeGetVolumeStats"; request: NodeGetVolumeStatsRequest };
 
 /** A CSI node server that records every call; publish creates the target dir (0777). */
 export class RecordingNode {
@@ -57,6 +59,10 @@ export class RecordingNode {
             await Deno.mkdir(request.targetPath!, { mode: 0o777 });
             await Deno.chmod(request.targetPath!, 0o777);
             return {};
+          },
+          nodeGetVolumeStats: (request) => {
+            this.calls.push({ method: "NodeGetVolumeStats", request });
+            return Promise.resolve({ usage: [{ available: 1, total: 2, used: 1, unit: "BYTES" }] });
           },
           nodeUnpublishVolume: async (request) => {
             this.calls.push({ method: "NodeUnpublishVolume", request });

@@ -326,3 +326,30 @@ Deno.test({
     assert.equal(await h.client.get(PODS, "app-5", "default"), undefined);
   },
 });
+
+Deno.test({
+  name:
+    "NodeGetVolumeStats is called with the target path only when GET_VOLUME_STATS is advertised",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness({ statsMs: 200 });
+    h.csi.capabilities = ["VOLUME_MOUNT_GROUP", "GET_VOLUME_STATS"];
+    await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
+    await h.client.create(PVS, csiPv("pv-f"));
+    await h.client.create(PVCS, pvc("claim-a", "pv-f"));
+    const pod = await h.client.create<Pod>(
+      PODS,
+      workload("app-6", "exec sleep 60", {
+        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "claim-a" } }],
+      }) as Pod,
+    );
+    await waitFor("two stats runs", () => h.csi.of("NodeGetVolumeStats").length >= 2, {
+      timeoutMs: 10_000,
+    });
+    assert.deepEqual(h.csi.of("NodeGetVolumeStats")[0]!.request, {
+      volumeId: "pv-f-handle",
+      volumePath: csiTargetPath(h.root, pod.metadata.uid, "pv-f"),
+      stagingTargetPath: "",
+    });
+  },
+});
