@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { S3Client } from "@aws-sdk/client-s3";
+import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { emptyAndDeleteBucket } from "./_s3_cleanup.ts";
 import { type ApiServer, startApiServer } from "../../src/apiserver/api_server.ts";
 import {
   type MountpointS3PodAttachment,
@@ -204,9 +205,12 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     responseChecksumValidation: "WHEN_REQUIRED",
   });
   const bucket = options.bucket ?? `node-test-${crypto.randomUUID().slice(0, 8)}`;
-  const { CreateBucketCommand } = await import("@aws-sdk/client-s3");
-  await s3.send(new CreateBucketCommand({ Bucket: bucket })).catch((e) => {
-    if (e?.name !== "BucketAlreadyOwnedByYou") throw e;
+  await s3.send(new CreateBucketCommand({ Bucket: bucket }), {
+    abortSignal: AbortSignal.timeout(30_000),
+  }).catch((e) => {
+    if (e?.name !== "BucketAlreadyOwnedByYou") {
+      throw new Error(`RGW at ${rgw.S3_ENDPOINT} cannot create bucket ${bucket} (full OSD?): ${e}`);
+    }
   });
   const sock = `${root}/csi.sock`;
   const startNode = async () => {
@@ -360,6 +364,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       for (const p of mpPods) await p.mounter.stop("SIGTERM", 5000).catch(() => {});
       await unmountAllUnder(root);
       await Deno.remove(root, { recursive: true }).catch(() => {});
+      // The test OSD is small (10 GiB): leave no data behind.
+      await emptyAndDeleteBucket(s3, bucket).catch(() => {});
       s3.destroy();
       await api.stop();
     },

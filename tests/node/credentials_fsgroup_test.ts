@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { CreateBucketCommand, GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { runToEnd } from "../_helpers.ts";
+import { emptyAndDeleteBucket } from "./_s3_cleanup.ts";
 import { kubeletMkdirParent, nodeTest, startHarness } from "./_harness.ts";
 
 nodeTest("per-volume Secret credentials reach the engine (not the driver's)", async () => {
@@ -21,8 +22,8 @@ nodeTest("per-volume Secret credentials reach the engine (not the driver's)", as
     requestChecksumCalculation: "WHEN_REQUIRED",
     responseChecksumValidation: "WHEN_REQUIRED",
   });
+  const bucket = `other-${crypto.randomUUID().slice(0, 8)}`;
   try {
-    const bucket = `other-${crypto.randomUUID().slice(0, 8)}`;
     await other.send(new CreateBucketCommand({ Bucket: bucket }));
     const mp = await h.mountpointPod("mp-secret");
     await h.assign("pv-s", "vol-pv-s", mp.name, ["uid-s"]);
@@ -48,6 +49,11 @@ nodeTest("per-volume Secret credentials reach the engine (not the driver's)", as
     assert.equal(st.mode! & 0o777, 0o600);
     assert.equal(st.uid, 1000, "owned by the Mountpoint Pod's user");
   } finally {
+    await h.csi.node.nodeUnpublishVolume({
+      volumeId: "vol-pv-s",
+      targetPath: h.target("uid-s", "pv-s"),
+    }).catch(() => {});
+    await emptyAndDeleteBucket(other, bucket).catch(() => {});
     other.destroy();
   }
 });
