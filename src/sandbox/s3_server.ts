@@ -30,7 +30,10 @@ export interface S3Server {
   stop(): Promise<void>;
 }
 
-/** State dir of the sandbox's own RGW (distinct from the shared test clusters'). */
+/**
+ * State dir prefix of the sandbox's own RGW; each run adds its pid, so concurrent sandboxes (and
+ * test runs) never stop each other's cluster. Distinct from the shared test clusters' dirs.
+ */
 export const SANDBOX_RGW_STATE_DIR = "/var/tmp/s3csi-sandbox-rgw";
 
 /** Candidate RGW ports; the mon uses +10, the OSDs +20…+99. Other RGW users take 17480, 17580. */
@@ -50,7 +53,7 @@ export function sandboxRgwEnv(): Record<string, string> {
   const base = SANDBOX_RGW_PORTS.find((p) => portFree(p) && portFree(p + 10)) ??
     SANDBOX_RGW_PORTS[0];
   return {
-    S3_STATE_DIR: SANDBOX_RGW_STATE_DIR,
+    S3_STATE_DIR: `${SANDBOX_RGW_STATE_DIR}-${Deno.pid}`,
     RGW_PORT: String(base),
     RGW_MON_PORT: String(base + 10),
     RGW_OSD_PORTS: `${base + 20}-${base + 99}`,

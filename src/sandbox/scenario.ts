@@ -26,6 +26,7 @@ export const SCENARIO = {
   pv: "sandbox-pv",
   pvc: "sandbox-pvc",
   pod: "sandbox-writer",
+  reader: "sandbox-reader",
   key: "hello.txt",
 } as const;
 
@@ -239,6 +240,46 @@ export async function runScenario(
     }
     return `s3://${o.bucket}/${SCENARIO.key}`;
   }, (d) => d);
+  if (env.nodes.length > 1 && done) {
+    await r.step(
+      "Second node: a reader pod on node-2 reads the file through its own mount",
+      async () => {
+        const reader = await c.create<Pod>(PODS, {
+          metadata: { name: SCENARIO.reader, namespace: ns },
+          spec: {
+            restartPolicy: "Never",
+            nodeSelector: { "kubernetes.io/hostname": env.nodes[1]!.name },
+            securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
+            containers: [{
+              name: "reader",
+              image: "busybox",
+              command: ["sh", "-c", `cat /data/${SCENARIO.key}`],
+              volumeMounts: [{ name: "s3", mountPath: "/data", readOnly: true }],
+            }],
+            volumes: [{
+              name: "s3",
+              persistentVolumeClaim: { claimName: SCENARIO.pvc, readOnly: true },
+            }],
+          },
+        } as unknown as Pod);
+        const deadline = Date.now() + o.mountTimeoutMs;
+        while (Date.now() < deadline) {
+          const p = await c.get<Pod>(PODS, SCENARIO.reader, ns);
+          if (p?.status?.phase === "Succeeded" || p?.status?.phase === "Failed") {
+            const log = await readLog(env, reader, "reader");
+            if (p.status.phase === "Failed" || log.trim() !== content) {
+              throw new Error(`the reader on ${p.spec.nodeName} printed ${JSON.stringify(log)}`);
+            }
+            await c.delete(PODS, SCENARIO.reader, ns);
+            return p.spec.nodeName ?? "";
+          }
+          await sleep(200);
+        }
+        throw new Error(`the reader did not finish within ${o.mountTimeoutMs / 1000} s`);
+      },
+      (node) => `read-only mount on ${node}, same content`,
+    );
+  }
   if (o.keepWorkload) return;
   await r.step(
     "Workload deleted: containers stopped, NodeUnpublishVolume, pod removed",
