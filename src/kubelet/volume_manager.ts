@@ -10,7 +10,7 @@
  * @module
  */
 import type { KubeClient } from "../kube/client.ts";
-import { PVCS, PVS, SECRETS } from "../kube/resources.ts";
+import { NODES, PVCS, PVS, SECRETS } from "../kube/resources.ts";
 import { isMountPoint, readMountInfo } from "../sys/mountinfo.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
@@ -19,6 +19,7 @@ import { CsiNodeCalls, isFinalError, kubeletErrorText } from "./csi_node_calls.t
 import type { EventRecorder } from "./event_recorder.ts";
 import type {
   CsiDriver,
+  Node,
   PersistentVolume,
   PersistentVolumeClaim,
   Pod,
@@ -35,6 +36,7 @@ import {
 } from "./kubelet_paths.ts";
 import { buildPublishRequest, buildUnpublishRequest, decodeSecretData } from "./publish_request.ts";
 import { CSI_DRIVERS } from "./kubelet_resources.ts";
+import { nodeSelectorMatches } from "./scheduler.ts";
 
 /** A volume that could not be set up; `message` is the event text. */
 export class VolumeSetupError extends Error {
@@ -194,6 +196,15 @@ export class VolumeManager {
     const setupFailed = (text: string) =>
       new VolumeSetupError(`MountVolume.SetUp failed for volume "${pvName}" : ${text}`);
     if (!csi) throw setupFailed("the kubelet emulator supports only CSI persistent volumes");
+    const required = pv.spec.nodeAffinity?.required;
+    if (required) {
+      const node = await this.#o.client.get<Node>(NODES, this.#o.nodeName);
+      if (!node || !nodeSelectorMatches(required, node)) {
+        throw new VolumeSetupError(
+          `MountVolume.NodeAffinity check failed for volume "${pvName}" : no matching NodeSelectorTerms`,
+        );
+      }
+    }
     const notRegistered = () =>
       new VolumeSetupError(
         `MountVolume.MountDevice failed for volume "${pvName}" : kubernetes.io/csi: attacher.MountDevice failed to create newCsiDriverClient: driver name ${csi.driver} not found in the list of registered CSI drivers`,

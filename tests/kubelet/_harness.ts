@@ -93,7 +93,7 @@ export interface Harness extends AsyncDisposable {
 
 /** Start API emulator, recording CSI server, CSIDriver object and a kubelet for `node-1`. */
 export async function startHarness(
-  options: Partial<KubeletOptions> & { csiDriver?: boolean } = {},
+  options: Partial<KubeletOptions> & { csiDriver?: boolean; requiresRepublish?: boolean } = {},
 ): Promise<Harness> {
   const dir = await Deno.makeTempDir({ prefix: "s3csi-kubelet-" });
   await Deno.chmod(dir, 0o755);
@@ -106,10 +106,15 @@ export async function startHarness(
   if (options.csiDriver !== false) {
     await client.create(CSI_DRIVERS, {
       metadata: { name: DRIVER_NAME },
-      spec: { attachRequired: false, podInfoOnMount: true, requiresRepublish: false },
+      spec: {
+        attachRequired: false,
+        podInfoOnMount: true,
+        requiresRepublish: options.requiresRepublish ?? false,
+      },
     });
   }
   const root = `${dir}/kubelet`;
+  const { csiDriver: _c, requiresRepublish: _r, ...kubeletOptions } = options;
   const kubelet = new Kubelet({
     client,
     nodeName: "node-1",
@@ -117,7 +122,7 @@ export async function startHarness(
     driverSocket: csi.socketPath,
     restartBackoff: { initialMs: 200, maxMs: 400 },
     volumeBackoff: { initialMs: 100, maxMs: 400 },
-    ...options,
+    ...kubeletOptions,
   });
   await kubelet.start();
   const binder = new VolumeBinder({ client, resyncMs: 1000 });

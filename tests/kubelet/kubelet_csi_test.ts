@@ -353,3 +353,58 @@ Deno.test({
     });
   },
 });
+
+Deno.test({
+  name:
+    "requiresRepublish republishes a running pod's volume with the same request; PV node affinity is checked",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness({ requiresRepublish: true, republishMs: 150 });
+    await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
+    await h.client.create(PVS, csiPv("pv-g"));
+    await h.client.create(PVCS, pvc("claim-a", "pv-g"));
+    await h.client.create(
+      PVS,
+      csiPv("pv-elsewhere", {
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [{
+              matchExpressions: [{
+                key: "kubernetes.io/hostname",
+                operator: "In",
+                values: ["node-9"],
+              }],
+            }],
+          },
+        },
+      }),
+    );
+    await h.client.create(PVCS, pvc("claim-b", "pv-elsewhere"));
+    await h.client.create(
+      PODS,
+      workload("app-7", "exec sleep 60", {
+        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "claim-a" } }],
+      }),
+    );
+    await waitFor("three publishes", () => h.csi.of("NodePublishVolume").length >= 3, {
+      timeoutMs: 10_000,
+    });
+    const [first, ...again] = h.csi.of("NodePublishVolume").map((c) => c.request);
+    for (const r of again) assert.deepEqual(r, first, "a republish repeats the request");
+
+    await h.client.create(
+      PODS,
+      workload("app-8", "true", {
+        volumes: [{ name: "data", persistentVolumeClaim: { claimName: "claim-b" } }],
+      }),
+    );
+    const event = await waitFor("NodeAffinity event", async () => {
+      const events = await h.client.list<{ message: string }>(EVENTS, { namespace: "default" });
+      return events.items.find((e) => e.message.includes("NodeAffinity"));
+    });
+    assert.equal(
+      event.message,
+      'MountVolume.NodeAffinity check failed for volume "pv-elsewhere" : no matching NodeSelectorTerms',
+    );
+  },
+});
