@@ -21,7 +21,7 @@ import type { KubeClient } from "../kube/client.ts";
 import { AlreadyExistsError } from "../kube/errors.ts";
 import type { EventRecorder } from "../kube/event_recorder.ts";
 import { Informer, sleep } from "../kube/informer.ts";
-import { PVCS, PVS, SECRETS, STORAGE_CLASSES } from "../kube/resources.ts";
+import { PVCS, PVS, STORAGE_CLASSES } from "../kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../kube/types.ts";
 import { WorkQueue } from "../controller/work_queue.ts";
 import { errorMessage, TimeoutError } from "../util/errors.ts";
@@ -33,12 +33,12 @@ import {
   createVolumeRequest,
   persistentVolume,
   ProvisionError,
-  PV_FINALIZER,
   secretRef,
   type SecretType,
   type StorageClass,
   volumeNameFor,
 } from "./provision_request.ts";
+import { secretData, VolumeDeleter } from "./volume_deleter.ts";
 
 /** Options of {@link Provisioner}. */
 export interface ProvisionerOptions {
@@ -72,6 +72,7 @@ export class Provisioner {
   readonly #queue: WorkQueue;
   readonly #stop = new AbortController();
   #csi: CsiClient | undefined;
+  #deleter!: VolumeDeleter;
   #tasks: Promise<unknown>[] = [];
 
   /** Create the provisioner; {@link start} connects and starts watching. */
@@ -97,6 +98,12 @@ export class Provisioner {
   async start(timeoutMs = 30_000): Promise<void> {
     const csi = connectCsi(this.#o.socketPath, { timeoutMs: this.#o.timeoutMs ?? 10_000 });
     this.#csi = csi;
+    this.#deleter = new VolumeDeleter({
+      client: this.#o.client,
+      csi,
+      driverName: this.#driver,
+      events: (pv, reason, message) => this.#event(pv, "Warning", reason, message),
+    });
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       try {
@@ -160,7 +167,7 @@ export class Provisioner {
         return pvc ? await this.#syncClaim(pvc) : true;
       }
       const pv = this.#pvs.get(rest.join("/"));
-      return pv ? await this.#syncVolume(pv) : true;
+      return pv ? await this.#deleter.sync(pv) : true;
     } catch (err) {
       this.#log.warn("Provisioner: {key} failed: {error}", { key, error: errorMessage(err) });
       return false;
@@ -241,7 +248,7 @@ export class Provisioner {
       return !(err instanceof ProvisionError) ? false : true;
     }
     if (refs.provisioner) {
-      const data = await this.#secretData(refs.provisioner);
+      const data = await secretData(this.#o.client, refs.provisioner);
       if (!data) {
         await this.#event(
           pvc,
@@ -292,81 +299,5 @@ export class Provisioner {
       `Successfully provisioned volume ${pvName}`,
     );
     return true;
-  }
-
-  async #secretData(
-    ref: { name: string; namespace: string },
-  ): Promise<Record<string, string> | undefined> {
-    const secret = await this.#o.client.get<{ data?: Record<string, string> }>(
-      SECRETS,
-      ref.name,
-      ref.namespace,
-    );
-    if (!secret) return undefined;
-    const out: Record<string, string> = {};
-    for (const [k, v] of Object.entries(secret.data ?? {})) {
-      out[k] = new TextDecoder().decode(Uint8Array.from(atob(v), (c) => c.charCodeAt(0)));
-    }
-    return out;
-  }
-
-  #owns(pv: PersistentVolume): boolean {
-    const by = pv.metadata.annotations?.[ANN.provisionedBy];
-    return by !== undefined ? by === this.#driver : pv.spec.csi?.driver === this.#driver;
-  }
-
-  async #syncVolume(pv: PersistentVolume): Promise<boolean> {
-    if (!this.#owns(pv)) return true;
-    const finalizers = pv.metadata.finalizers ?? [];
-    const hasFinalizer = finalizers.includes(PV_FINALIZER);
-    const policy = pv.spec.persistentVolumeReclaimPolicy ?? "Delete";
-    if (policy !== "Delete") {
-      if (hasFinalizer) await this.#dropFinalizer(pv);
-      return true;
-    }
-    if (pv.status?.phase !== "Released") return true;
-    if (!hasFinalizer && pv.metadata.deletionTimestamp) return true;
-    const ann = pv.metadata.annotations ?? {};
-    let secrets: Record<string, string> = {};
-    const name = ann[ANN.deletionSecretName];
-    const namespace = ann[ANN.deletionSecretNamespace];
-    if (name && namespace) {
-      const data = await this.#secretData({ name, namespace });
-      if (data) secrets = data;
-      else {this.#log.warn("Deletion secret {ns}/{name} not found; deleting without secrets", {
-          ns: namespace,
-          name,
-        });}
-    }
-    try {
-      await this.#csi!.controller.deleteVolume({
-        volumeId: pv.spec.csi?.volumeHandle ?? "",
-        secrets,
-      });
-    } catch (err) {
-      const e = err as { code?: number; details?: string };
-      await this.#event(
-        pv,
-        "Warning",
-        "VolumeFailedDelete",
-        `rpc error: code = ${e.code} desc = ${e.details ?? errorMessage(err)}`,
-      );
-      return false;
-    }
-    await this.#o.client.delete(PVS, pv.metadata.name!);
-    await this.#dropFinalizer(pv);
-    this.#log.info("Deleted {pv}", { pv: pv.metadata.name });
-    return true;
-  }
-
-  async #dropFinalizer(pv: PersistentVolume): Promise<void> {
-    const current = await this.#o.client.get<PersistentVolume>(PVS, pv.metadata.name!);
-    if (!current?.metadata.finalizers?.includes(PV_FINALIZER)) return;
-    await this.#o.client.patch(PVS, pv.metadata.name!, undefined, {
-      metadata: {
-        finalizers: current.metadata.finalizers.filter((f) => f !== PV_FINALIZER),
-        resourceVersion: current.metadata.resourceVersion,
-      },
-    });
   }
 }
