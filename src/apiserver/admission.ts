@@ -101,6 +101,21 @@ function podDefaults(pod: JsonObject): void {
   pod.status = { phase: "Pending", qosClass: "BestEffort" };
 }
 
+/**
+ * Secrets: `stringData` is write-only convenience; kube-apiserver merges it into `data` (base64,
+ * `stringData` wins) and never stores it.
+ */
+export function foldSecretStringData(secret: JsonObject): void {
+  if (!isObject(secret.stringData)) return;
+  const data: JsonObject = isObject(secret.data) ? { ...secret.data } : {};
+  for (const [k, v] of Object.entries(secret.stringData)) {
+    const bytes = new TextEncoder().encode(String(v));
+    data[k] = btoa(Array.from(bytes, (b) => String.fromCharCode(b)).join(""));
+  }
+  secret.data = data;
+  delete secret.stringData;
+}
+
 /** Apply create-time defaults of built-ins (pods, namespaces, CRD status). */
 export function defaultOnCreate(t: ResourceType, obj: JsonObject): void {
   if (t.custom) return;

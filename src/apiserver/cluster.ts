@@ -8,7 +8,13 @@
  * @module
  */
 import { recordUpdate } from "./apply.ts";
-import { checkMicroTimes, defaultOnCreate, validateBuiltin, validateName } from "./admission.ts";
+import {
+  checkMicroTimes,
+  defaultOnCreate,
+  foldSecretStringData,
+  validateBuiltin,
+  validateName,
+} from "./admission.ts";
 import { eventToCore, eventToEventsV1 } from "./event_convert.ts";
 import type { ListKeyFn } from "./field_set.ts";
 import { nowSeconds } from "./clock.ts";
@@ -222,6 +228,7 @@ export class Cluster {
     w: WriteOptions,
   ): JsonObject {
     if (this.#options.strictMicroTime !== false) checkMicroTimes(t, obj);
+    if (t.group === "" && t.kind === "Secret") foldSecretStringData(obj);
     const name = String(meta(obj).name ?? "");
     const causes: StatusCause[] = old ? [] : validateName(t, name);
     let out = obj;

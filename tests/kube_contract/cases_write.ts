@@ -199,6 +199,28 @@ export const WRITE_CASES: readonly ContractCase[] = [
     },
   },
   {
+    name: "Secret stringData is folded into data and not stored",
+    run: async (k, { ns }) => {
+      const created = await k.request("POST", `/api/v1/namespaces/${ns}/secrets`, {
+        body: {
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: { name: "sd" },
+          data: { keep: btoa("old"), over: btoa("old") },
+          stringData: { over: "new", plain: "héllo" },
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      const got = await k.request("GET", `/api/v1/namespaces/${ns}/secrets/sd`);
+      assert.equal(got.body.stringData, undefined);
+      assert.deepEqual(got.body.data, {
+        keep: btoa("old"),
+        over: btoa("new"),
+        plain: btoa(String.fromCharCode(...new TextEncoder().encode("héllo"))),
+      });
+    },
+  },
+  {
     name: "Priority admission: a pod naming a missing PriorityClass is forbidden",
     run: async (k, { ns, id }) => {
       const missing = await k.request("POST", PODS(ns), {
