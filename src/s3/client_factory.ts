@@ -73,7 +73,7 @@ export class S3ClientFactory {
   async create(target: StoreTarget): Promise<S3Client> {
     const [{ S3Client }, { FetchHttpHandler }] = await Promise.all([
       import("@aws-sdk/client-s3"),
-      import("npm:@smithy/fetch-http-handler@5.8.1"),
+      import("@smithy/fetch-http-handler"),
     ]);
     const s = this.#settings;
     this.#http ??= Deno.createHttpClient({
