@@ -14,30 +14,23 @@
  */
 import type { KubeClient } from "../kube/client.ts";
 import { ConflictError, NotFoundError } from "../kube/errors.ts";
-import { CONFIGMAPS_RESOURCE, podRef } from "./kubelet_resources.ts";
-import { PODS, SECRETS } from "../kube/resources.ts";
+import { PODS } from "../kube/resources.ts";
 import { readMountInfo } from "../sys/mountinfo.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
-import { aborted, Backoff, type BackoffSettings, RESTART_BACKOFF, sleep } from "./backoff.ts";
-import { ContainerProcess } from "./container_process.ts";
-import {
-  buildProcessSpec,
-  ContainerConfigError,
-  type ImageMapping,
-  isMountpointPod,
-  resolveEnv,
-  type ValueLookup,
-} from "./container_spec.ts";
+import { aborted, type BackoffSettings, sleep } from "./backoff.ts";
+import type { ContainerProcess } from "./container_process.ts";
+import { type ContainerRunContext, runContainer } from "./container_runner.ts";
+import { type ImageMapping, isMountpointPod } from "./container_spec.ts";
 import type { EventRecorder } from "./event_recorder.ts";
-import { type Container, nowRfc3339, type Pod, type PodStatus } from "./k8s_types.ts";
+import { nowRfc3339, type Pod, type PodStatus } from "./k8s_types.ts";
 import { podDir, podVolumesDir } from "./kubelet_paths.ts";
+import { podRef } from "./kubelet_resources.ts";
 import {
   buildPodStatus,
   type ContainerRecord,
   finalizeRecords,
   newContainerRecord,
-  terminatedReason,
 } from "./pod_status.ts";
 import type { VolumeManager } from "./volume_manager.ts";
 
@@ -160,7 +153,9 @@ export class PodWorker {
         this.#statsLoop(running.signal),
       ]);
       const runners = Promise.all(
-        this.#pod.spec.containers.map((c, i) => this.#runContainer(c, this.#records[i]!, paths!)),
+        this.#pod.spec.containers.map((c, i) =>
+          runContainer(this.#runContext, c, this.#records[i]!, paths!)
+        ),
       );
       await Promise.race([runners, aborted(term)]);
       running.abort();
@@ -213,97 +208,19 @@ export class PodWorker {
     return this.#logPath(container, r?.restartCount ?? 0);
   }
 
-  async #runContainer(
-    c: Container,
-    rec: ContainerRecord,
-    paths: Map<string, string>,
-  ): Promise<void> {
-    const term = this.#terminate.signal;
-    const backoff = new Backoff(this.#d.restartBackoff ?? RESTART_BACKOFF);
-    const policy = this.#pod.spec.restartPolicy ?? "Always";
-    const lookup: ValueLookup = async (kind, ns, name, key) => {
-      const obj = await this.#d.client.get<{ data?: Record<string, string> }>(
-        kind === "Secret" ? SECRETS : CONFIGMAPS_RESOURCE,
-        name,
-        ns,
-      );
-      const v = obj?.data?.[key];
-      if (v === undefined || kind === "ConfigMap") return v;
-      return new TextDecoder().decode(Uint8Array.from(atob(v), (ch) => ch.charCodeAt(0)));
+  get #runContext(): ContainerRunContext {
+    return {
+      pod: () => this.#pod,
+      client: this.#d.client,
+      events: this.#d.events,
+      nodeName: this.#d.nodeName,
+      mountpointImage: this.#d.mountpointImage,
+      ...(this.#d.restartBackoff ? { restartBackoff: this.#d.restartBackoff } : {}),
+      logPath: (name, restart) => this.#logPath(name, restart),
+      terminate: this.#terminate.signal,
+      sync: () => this.#syncStatus(),
+      procs: this.#procs,
     };
-    while (!term.aborted) {
-      let proc: ContainerProcess;
-      try {
-        const env = await resolveEnv(this.#pod, c, lookup);
-        const spec = buildProcessSpec({
-          pod: this.#pod,
-          container: c,
-          volumePaths: paths,
-          env,
-          mountpointImage: this.#d.mountpointImage,
-          defaultCwd: "/",
-        });
-        proc = await ContainerProcess.start(spec, this.#logPath(c.name, rec.restartCount));
-      } catch (err) {
-        const reason = err instanceof ContainerConfigError
-          ? "CreateContainerConfigError"
-          : "RunContainerError";
-        rec.state = { waiting: { reason, message: errorMessage(err) } };
-        this.#syncStatus();
-        await this.#d.events.record(this.#pod, "Warning", "Failed", `Error: ${errorMessage(err)}`);
-        await sleep(backoff.next(), term);
-        continue;
-      }
-      this.#procs.set(c.name, proc);
-      rec.state = { running: { startedAt: proc.startedAt } };
-      rec.started = true;
-      rec.containerID = `emulator://${this.#d.nodeName}/${proc.pid}`;
-      this.#syncStatus();
-      void this.#d.events.record(this.#pod, "Normal", "Started", `Started container ${c.name}`);
-      const exit = await proc.exited;
-      this.#procs.delete(c.name);
-      rec.state = {
-        terminated: {
-          exitCode: exit.exitCode,
-          reason: terminatedReason(exit.exitCode),
-          startedAt: exit.startedAt,
-          finishedAt: exit.finishedAt,
-          containerID: rec.containerID,
-        },
-      };
-      this.#log.info("Container {container} of pod {pod} exited with {code}", {
-        container: c.name,
-        pod: this.#name,
-        code: exit.exitCode,
-      });
-      if (term.aborted) return;
-      const restart = policy === "Always" || (policy === "OnFailure" && exit.exitCode !== 0);
-      if (!restart) {
-        this.#syncStatus();
-        return;
-      }
-      const delay = backoff.next();
-      rec.lastState = rec.state;
-      rec.state = {
-        waiting: {
-          reason: "CrashLoopBackOff",
-          message: `back-off ${
-            Math.round(delay / 1000)
-          }s restarting failed container=${c.name} pod=${this.#pod.metadata.name}_${this.#pod.metadata.namespace}(${this.#pod.metadata.uid})`,
-        },
-      };
-      this.#syncStatus();
-      void this.#d.events.record(
-        this.#pod,
-        "Warning",
-        "BackOff",
-        "Back-off restarting failed container " +
-          `${c.name} in pod ${this.#pod.metadata.name}_${this.#pod.metadata.namespace}(${this.#pod.metadata.uid})`,
-      );
-      await sleep(delay, term);
-      if (term.aborted) return;
-      rec.restartCount++;
-    }
   }
 
   /** Queue a status PATCH of the current state (serialized, errors logged). */
