@@ -45,16 +45,21 @@ export interface ContainerRunContext {
 
 const log = logger("kubelet", "pod");
 
-/** Run container `c` (record `rec`, volumes at `paths`) until done or the pod terminates. */
+/**
+ * Run container `c` (record `rec`, volumes at `paths`) until done or the pod terminates; resolves
+ * with the last exit code (undefined when it never ran). `policy` overrides the pod's restart
+ * policy (init containers restart on failure unless the pod says `Never`).
+ */
 export async function runContainer(
   ctx: ContainerRunContext,
   c: Container,
   rec: ContainerRecord,
   paths: Map<string, string>,
-): Promise<void> {
+  policy: "Always" | "OnFailure" | "Never" = ctx.pod().spec.restartPolicy ?? "Always",
+): Promise<number | undefined> {
+  let last: number | undefined;
   const term = ctx.terminate;
   const backoff = new Backoff(ctx.restartBackoff ?? RESTART_BACKOFF);
-  const policy = ctx.pod().spec.restartPolicy ?? "Always";
   const lookup: ValueLookup = async (kind, ns, name, key) => {
     const obj = await ctx.client.get<{ data?: Record<string, string> }>(
       kind === "Secret" ? SECRETS : CONFIGMAPS_RESOURCE,
@@ -96,6 +101,7 @@ export async function runContainer(
     void ctx.events.record(ctx.pod(), "Normal", "Started", `Started container ${c.name}`);
     const exit = await proc.exited;
     ctx.procs.delete(c.name);
+    last = exit.exitCode;
     rec.state = {
       terminated: {
         exitCode: exit.exitCode,
@@ -110,11 +116,11 @@ export async function runContainer(
       pod: `${ctx.pod().metadata.namespace}/${ctx.pod().metadata.name}`,
       code: exit.exitCode,
     });
-    if (term.aborted) return;
+    if (term.aborted) return last;
     const restart = policy === "Always" || (policy === "OnFailure" && exit.exitCode !== 0);
     if (!restart) {
       ctx.sync();
-      return;
+      return last;
     }
     const delay = backoff.next();
     rec.lastState = rec.state;
@@ -135,7 +141,8 @@ export async function runContainer(
         `${c.name} in pod ${ctx.pod().metadata.name}_${ctx.pod().metadata.namespace}(${ctx.pod().metadata.uid})`,
     );
     await sleep(delay, term);
-    if (term.aborted) return;
+    if (term.aborted) return last;
     rec.restartCount++;
   }
+  return last;
 }

@@ -59,6 +59,7 @@ export interface PodSpec {
   affinity?: { nodeAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: NodeSelector } };
   tolerations?: Toleration[];
   containers: Container[];
+  initContainers?: Container[];
   volumes?: PodVolume[];
   restartPolicy?: "Always" | "OnFailure" | "Never";
   terminationGracePeriodSeconds?: number;
@@ -140,6 +141,7 @@ export interface PodStatus {
   podIP?: string;
   startTime?: string;
   containerStatuses?: ContainerStatus[];
+  initContainerStatuses?: ContainerStatus[];
   qosClass?: string;
   reason?: string;
   message?: string;

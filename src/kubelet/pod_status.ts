@@ -91,15 +91,14 @@ export interface StatusInputs {
   /** Force a phase (termination: Succeeded/Failed). */
   readonly phase?: PodStatus["phase"];
   readonly hostIP?: string;
+  /** Init containers, run one after the other before the containers. */
+  readonly initRecords?: readonly ContainerRecord[];
+  /** False while init containers have not all succeeded. @default true */
+  readonly initialized?: boolean;
 }
 
-/** The full status the emulator PATCHes to `pods/<name>/status`. */
-export function buildPodStatus(i: StatusInputs): PodStatus {
-  const phase = i.phase ?? podPhase(i.spec.restartPolicy, i.records);
-  const allRunning = i.records.length > 0 && i.records.every((r) => r.state.running);
-  const terminal = phase === "Succeeded" || phase === "Failed";
-  const sandboxReady = !terminal && i.records.some((r) => r.started || r.state.running);
-  const statuses: ContainerStatus[] = i.records.map((r) => ({
+function containerStatus(r: ContainerRecord): ContainerStatus {
+  return {
     name: r.name,
     state: r.state,
     lastState: r.lastState,
@@ -109,12 +108,34 @@ export function buildPodStatus(i: StatusInputs): PodStatus {
     image: r.image,
     imageID: "",
     ...(r.containerID ? { containerID: r.containerID } : {}),
-  }));
+  };
+}
+
+/** Phase while init containers run: Failed once one failed under `Never`, else Pending. */
+export function initPhase(
+  restartPolicy: PodSpec["restartPolicy"],
+  initRecords: readonly ContainerRecord[],
+): "Pending" | "Failed" {
+  const failed = initRecords.some((r) => (r.state.terminated?.exitCode ?? 0) !== 0);
+  return failed && restartPolicy === "Never" ? "Failed" : "Pending";
+}
+
+/** The full status the emulator PATCHes to `pods/<name>/status`. */
+export function buildPodStatus(i: StatusInputs): PodStatus {
+  const initialized = i.initialized ?? true;
+  const phase = i.phase ??
+    (initialized
+      ? podPhase(i.spec.restartPolicy, i.records)
+      : initPhase(i.spec.restartPolicy, i.initRecords ?? []));
+  const allRunning = i.records.length > 0 && i.records.every((r) => r.state.running);
+  const terminal = phase === "Succeeded" || phase === "Failed";
+  const sandboxReady = !terminal && i.records.some((r) => r.started || r.state.running);
+  const statuses: ContainerStatus[] = i.records.map(containerStatus);
   return {
     phase,
     conditions: [
       condition("PodReadyToStartContainers", sandboxReady, i.now),
-      condition("Initialized", true, i.now),
+      condition("Initialized", initialized, i.now, "ContainersNotInitialized"),
       condition(
         "Ready",
         allRunning && !terminal,
@@ -133,6 +154,7 @@ export function buildPodStatus(i: StatusInputs): PodStatus {
     podIP: "127.0.0.1",
     startTime: i.startTime,
     containerStatuses: statuses,
+    ...(i.initRecords?.length ? { initContainerStatuses: i.initRecords.map(containerStatus) } : {}),
     qosClass: "BestEffort",
   };
 }

@@ -21,7 +21,9 @@ export class VolumeSetupError extends Error {
 /** Volume names referenced by some container of the pod (others are never mounted). */
 export function referencedVolumes(pod: Pod): Set<string> {
   const names = new Set<string>();
-  for (const c of pod.spec.containers) for (const m of c.volumeMounts ?? []) names.add(m.name);
+  for (const c of [...(pod.spec.initContainers ?? []), ...pod.spec.containers]) {
+    for (const m of c.volumeMounts ?? []) names.add(m.name);
+  }
   return names;
 }
 

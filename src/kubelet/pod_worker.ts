@@ -61,6 +61,8 @@ export class PodWorker {
   readonly #terminate = new AbortController();
   readonly #stop = new AbortController();
   readonly #records: ContainerRecord[];
+  readonly #initRecords: ContainerRecord[];
+  #initialized: boolean;
   readonly #procs = new Map<string, ContainerProcess>();
   #pod: Pod;
   #startTime = nowRfc3339();
@@ -76,7 +78,13 @@ export class PodWorker {
   constructor(deps: PodWorkerDeps, pod: Pod) {
     this.#d = deps;
     this.#pod = pod;
-    this.#records = pod.spec.containers.map((c) => newContainerRecord(c.name, c.image ?? ""));
+    const inits = pod.spec.initContainers ?? [];
+    const waiting = inits.length ? "PodInitializing" : "ContainerCreating";
+    this.#initRecords = inits.map((c) => newContainerRecord(c.name, c.image ?? "", waiting));
+    this.#initialized = !inits.length;
+    this.#records = pod.spec.containers.map((c) =>
+      newContainerRecord(c.name, c.image ?? "", waiting)
+    );
     this.#gone = new Promise((r) => this.#resolveGone = r);
     const phase = pod.status?.phase;
     this.done = (phase === "Succeeded" || phase === "Failed" ? this.#waitGone() : this.#run())
@@ -152,10 +160,14 @@ export class PodWorker {
         this.#republishLoop(running.signal),
         this.#statsLoop(running.signal),
       ]);
-      const runners = Promise.all(
-        this.#pod.spec.containers.map((c, i) =>
-          runContainer(this.#runContext, c, this.#records[i]!, paths!)
-        ),
+      const runners = this.#runInitContainers(paths).then((ok) =>
+        ok
+          ? Promise.all(
+            this.#pod.spec.containers.map((c, i) =>
+              runContainer(this.#runContext, c, this.#records[i]!, paths!)
+            ),
+          )
+          : []
       );
       await Promise.race([runners, aborted(term)]);
       running.abort();
@@ -181,6 +193,25 @@ export class PodWorker {
       if (signal.aborted) return;
       await this.#d.volumes.republish(this.#pod, signal);
     }
+  }
+
+  /**
+   * Init containers, one after the other; each must exit 0 (restarted on failure unless the pod's
+   * policy is `Never`, which fails the pod). Resolves true when the containers may start.
+   */
+  async #runInitContainers(paths: Map<string, string>): Promise<boolean> {
+    const policy = this.#pod.spec.restartPolicy === "Never" ? "Never" : "OnFailure";
+    const inits = this.#pod.spec.initContainers ?? [];
+    for (const [i, c] of inits.entries()) {
+      const code = await runContainer(this.#runContext, c, this.#initRecords[i]!, paths, policy);
+      if (this.#terminate.signal.aborted || code !== 0) return false;
+    }
+    if (inits.length) {
+      this.#initialized = true;
+      for (const r of this.#records) r.state = { waiting: { reason: "ContainerCreating" } };
+      this.#syncStatus();
+    }
+    return true;
   }
 
   /** Volume stats: one run at start, then every `statsMs`–2×`statsMs` (kubelet: 60–120 s). */
@@ -229,6 +260,8 @@ export class PodWorker {
     const status = buildPodStatus({
       spec: this.#pod.spec,
       records: this.#records,
+      initRecords: this.#initRecords,
+      initialized: this.#initialized,
       startTime: this.#startTime,
       now: nowRfc3339(),
       ...(this.#phaseOverride ? { phase: this.#phaseOverride } : {}),

@@ -205,3 +205,66 @@ const NAMESPACE = {
   kind: "Namespace",
   namespaced: false,
 };
+
+Deno.test({
+  name:
+    "init containers run one after the other before the containers; a failed one under Never fails the pod",
+  ignore: !isRoot,
+  async fn() {
+    await using h = await startHarness();
+    const pod = (name: string, policy: string, init: string) => ({
+      metadata: { name, namespace: "default" },
+      spec: {
+        nodeName: "node-1",
+        restartPolicy: policy,
+        initContainers: [
+          {
+            name: "init-1",
+            command: ["sh", "-c", init],
+            volumeMounts: [{ name: "w", mountPath: "/w" }],
+          },
+          {
+            name: "init-2",
+            command: ["sh", "-c", "echo two >> /w/log"],
+            volumeMounts: [{ name: "w", mountPath: "/w" }],
+          },
+        ],
+        containers: [{
+          name: "main",
+          command: ["cat", "/w/log"],
+          volumeMounts: [{ name: "w", mountPath: "/w" }],
+        }],
+        volumes: [{ name: "w", emptyDir: {} }],
+      },
+    });
+    const ok = await h.client.create<Pod>(
+      PODS,
+      pod("init-ok", "Never", "echo one > /w/log") as unknown as Pod,
+    );
+    await h.client.create(PODS, pod("init-fails", "Never", "exit 3"));
+    await h.client.create(PODS, pod("init-retries", "OnFailure", "exit 3"));
+
+    const done = await waitFor("init-ok Succeeded", async () => {
+      const s = await podStatus(h.client as never, "default", "init-ok");
+      return s?.phase === "Succeeded" ? s : undefined;
+    });
+    assert.deepEqual(done.initContainerStatuses?.map((c) => c.state.terminated?.exitCode), [0, 0]);
+    assert.equal(done.conditions?.find((c) => c.type === "Initialized")?.status, "True");
+    const log = await Deno.readTextFile(h.kubelet.containerLogPath(ok.metadata.uid, "main")!);
+    assert.equal(log, "one\ntwo\n");
+
+    const failed = await waitFor("init-fails Failed", async () => {
+      const s = await podStatus(h.client as never, "default", "init-fails");
+      return s?.phase === "Failed" ? s : undefined;
+    });
+    assert.equal(failed.initContainerStatuses?.[0]?.state.terminated?.exitCode, 3);
+    assert.equal(failed.containerStatuses?.[0]?.state.waiting?.reason, "PodInitializing");
+
+    const retried = await waitFor("init-retries restarts", async () => {
+      const s = await podStatus(h.client as never, "default", "init-retries");
+      return (s?.initContainerStatuses?.[0]?.restartCount ?? 0) >= 1 ? s : undefined;
+    }, { timeoutMs: 10_000 });
+    assert.equal(retried.phase, "Pending");
+    assert.equal(retried.conditions?.find((c) => c.type === "Initialized")?.status, "False");
+  },
+});
