@@ -43,3 +43,23 @@ Deno.test("status conditions and TerminatePod's ContainerStatusUnknown", () => {
   });
   assert.equal(f.conditions?.find((c) => c.type === "Ready")?.reason, "PodCompleted");
 });
+
+Deno.test("init containers: Pending until done, Failed under Never, statuses reported", () => {
+  const failedInit = rec({ terminated: { exitCode: 2 } });
+  const waiting = [newContainerRecord("c", "i", "PodInitializing")];
+  const base = { records: waiting, startTime: "t0", now: "t1", initialized: false };
+  const never = buildPodStatus({
+    ...base,
+    spec: { containers: [], restartPolicy: "Never" },
+    initRecords: [failedInit],
+  });
+  assert.equal(never.phase, "Failed");
+  assert.equal(never.initContainerStatuses?.[0]?.state.terminated?.exitCode, 2);
+  assert.equal(never.conditions?.find((c) => c.type === "Initialized")?.status, "False");
+  const retry = buildPodStatus({
+    ...base,
+    spec: { containers: [], restartPolicy: "OnFailure" },
+    initRecords: [failedInit],
+  });
+  assert.equal(retry.phase, "Pending");
+});
