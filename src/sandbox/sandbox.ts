@@ -8,6 +8,7 @@
  */
 import type { ParsedConfig } from "../util/config.ts";
 import { configureLogging, type LOG_OPTIONS } from "../util/log.ts";
+import { unmount } from "../sys/mount.ts";
 import { readMountInfo } from "../sys/mountinfo.ts";
 import { SandboxEnv } from "./sandbox_env.ts";
 import type { SANDBOX_OPTIONS } from "./sandbox_options.ts";
@@ -52,6 +53,35 @@ export async function mountsUnder(dir: string): Promise<string[]> {
   return (await readMountInfo()).map((m) => m.mountPoint).filter((p) =>
     p === dir || p.startsWith(`${dir}/`)
   );
+}
+
+/**
+ * Last resort after a failed leak check: SIGKILL leftover processes and detach leftover mounts
+ * (deepest first), so a failed run does not leave the machine dirty. The run still fails.
+ */
+async function cleanUpLeftovers(dir: string, r: StepReporter): Promise<void> {
+  const procs = await processesUsing(dir);
+  for (const pid of procs.keys()) {
+    try {
+      Deno.kill(pid, "SIGKILL");
+    } catch { /* gone */ }
+  }
+  const mounts = (await mountsUnder(dir)).sort((a, b) => b.length - a.length);
+  for (const m of mounts) {
+    try {
+      unmount(m, { detach: true });
+    } catch { /* reported below */ }
+  }
+  if (procs.size || mounts.length) {
+    const left = (await mountsUnder(dir)).length;
+    r.report(
+      "Leftovers cleaned up",
+      "info",
+      `killed ${procs.size} process(es), detached ${
+        mounts.length - left
+      } of ${mounts.length} mount(s)`,
+    );
+  }
 }
 
 function waitForAbort(signal: AbortSignal): Promise<void> {
@@ -128,6 +158,7 @@ export async function runSandbox(
       }
       return "";
     });
+    await cleanUpLeftovers(dir, r);
     logFile.close();
   }
   const counts = r.counts();
