@@ -9,7 +9,6 @@
  *
  * @module
  */
-import { fileURLToPath } from "node:url";
 import type { KubeClient } from "../kube/client.ts";
 import { AlreadyExistsError } from "../kube/errors.ts";
 import { Informer } from "../kube/informer.ts";
@@ -22,6 +21,7 @@ import { sleep } from "./backoff.ts";
 import { CsiNodeCalls } from "./csi_node_calls.ts";
 import type { ImageMapping } from "./container_spec.ts";
 import { EventRecorder } from "./event_recorder.ts";
+import { prepareMounterImage } from "./mounter_image.ts";
 import type { CsiDriver, Node, Pod } from "./k8s_types.ts";
 import { CSI_DRIVERS, CSI_NODES } from "./kubelet_resources.ts";
 import { PodWorker } from "./pod_worker.ts";
@@ -29,8 +29,6 @@ import { VolumeManager } from "./volume_manager.ts";
 
 /** Annotation kubelet keeps on the Node: driver name → node id (JSON). */
 export const NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid";
-
-const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /** Options of {@link Kubelet}. */
 export interface KubeletOptions {
@@ -42,7 +40,7 @@ export interface KubeletOptions {
   readonly driverSocket: string;
   /** @default s3.csi.scality.com */
   readonly driverName?: string;
-  /** What Mountpoint Pods run. @default this repo's mounter from source (`deno run`) */
+  /** What Mountpoint Pods run. @default this repo's mounter (`mounter_image.ts`) */
   readonly mountpointImage?: ImageMapping;
   /** Container log dir. @default `<kubeletRoot>/pod-logs` */
   readonly logRoot?: string;
@@ -56,21 +54,6 @@ export interface KubeletOptions {
   readonly statsMs?: number;
 }
 
-/** The default mapping: `deno run -A --cached-only src/cmd/mounter/main.ts`, DENO_DIR per uid. */
-export function defaultMountpointImage(kubeletRoot: string): ImageMapping {
-  return {
-    argv: [
-      Deno.execPath(),
-      "run",
-      "-A",
-      "--quiet",
-      "--cached-only",
-      `${REPO_ROOT}src/cmd/mounter/main.ts`,
-    ],
-    env: (uid) => ({ DENO_DIR: `${kubeletRoot}/deno-dir/${uid}`, DENO_NO_UPDATE_CHECK: "1" }),
-  };
-}
-
 /** One emulated node's kubelet. */
 export class Kubelet {
   readonly #o: KubeletOptions;
@@ -80,6 +63,7 @@ export class Kubelet {
   readonly #events: EventRecorder;
   readonly #volumes: VolumeManager;
   #registered = false;
+  #image: ImageMapping | undefined;
   #informer: Informer<Pod> | undefined;
   #tasks: Promise<unknown>[] = [];
 
@@ -136,6 +120,7 @@ export class Kubelet {
     await Deno.chmod(`${root}/pods`, 0o751);
     await Deno.mkdir(`${root}/deno-dir`, { recursive: true });
     await Deno.chmod(`${root}/deno-dir`, 0o1777);
+    this.#image = this.#o.mountpointImage ?? await prepareMounterImage(root);
     await this.#registerNode();
     this.#tasks.push(this.#registerDriver());
     const informer = new Informer<Pod>(this.#o.client, PODS, {
@@ -168,7 +153,7 @@ export class Kubelet {
       kubeletRoot: this.#o.kubeletRoot,
       volumes: this.#volumes,
       events: this.#events,
-      mountpointImage: this.#o.mountpointImage ?? defaultMountpointImage(this.#o.kubeletRoot),
+      mountpointImage: this.#image!,
       logRoot: this.#o.logRoot ?? `${this.#o.kubeletRoot}/pod-logs`,
       ...(this.#o.restartBackoff ? { restartBackoff: this.#o.restartBackoff } : {}),
       republishMs: this.#o.republishMs ?? 60_000,

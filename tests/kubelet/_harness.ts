@@ -18,6 +18,7 @@ import { CsiError } from "../../src/csi/errors.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { Kubelet, type KubeletOptions } from "../../src/kubelet/kubelet.ts";
+import { prepareMounterImage } from "../../src/kubelet/mounter_image.ts";
 import { CSI_DRIVERS } from "../../src/kubelet/kubelet_resources.ts";
 import { VolumeBinder } from "../../src/kubelet/volume_binder.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
@@ -93,7 +94,12 @@ export interface Harness extends AsyncDisposable {
 
 /** Start API emulator, recording CSI server, CSIDriver object and a kubelet for `node-1`. */
 export async function startHarness(
-  options: Partial<KubeletOptions> & { csiDriver?: boolean; requiresRepublish?: boolean } = {},
+  options: Partial<KubeletOptions> & {
+    csiDriver?: boolean;
+    requiresRepublish?: boolean;
+    /** Run Mountpoint Pods from a bundle of the mounter instead of from source. */
+    bundleMounter?: boolean;
+  } = {},
 ): Promise<Harness> {
   const dir = await Deno.makeTempDir({ prefix: "s3csi-kubelet-" });
   await Deno.chmod(dir, 0o755);
@@ -114,7 +120,11 @@ export async function startHarness(
     });
   }
   const root = `${dir}/kubelet`;
-  const { csiDriver: _c, requiresRepublish: _r, ...kubeletOptions } = options;
+  const { csiDriver: _c, requiresRepublish: _r, bundleMounter, ...kubeletOptions } = options;
+  if (bundleMounter) {
+    await Deno.mkdir(`${dir}/kubelet`, { recursive: true });
+    kubeletOptions.mountpointImage = await prepareMounterImage(`${dir}/kubelet`, { bundle: true });
+  }
   const kubelet = new Kubelet({
     client,
     nodeName: "node-1",

@@ -162,41 +162,47 @@ Deno.test({
   },
 });
 
-Deno.test({
-  name: "the real mounter runs unprivileged from source and is restarted under OnFailure",
-  ignore: !isRoot,
-  async fn() {
-    await using h = await startHarness();
-    await h.client.create(NAMESPACE, { metadata: { name: "mount-s3" } });
-    const base = mountpointPod("mp-real");
-    const pod = await h.client.create<Pod>(PODS, {
-      ...base,
-      spec: {
-        ...base.spec,
-        containers: [{
-          ...base.spec.containers[0]!,
-          args: ["--receive-timeout", "1s", "--log-format", "text"],
-        }],
-      },
-    });
-    const s = await waitFor("a restart", async () => {
-      const st = await podStatus(h.client as never, "mount-s3", "mp-real");
-      return (st?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? st : undefined;
-    }, { timeoutMs: 40_000 });
-    const cs = s.containerStatuses![0]!;
-    const exit = cs.lastState.terminated ?? cs.state.terminated;
-    assert.equal(exit?.exitCode, 3, "MOUNTER_EXIT_NO_MESSAGE");
-    const log = await Deno.readTextFile(
-      `${h.root}/pod-logs/mount-s3_mp-real_${pod.metadata.uid}/mountpoint/0.log`,
-    );
-    assert.match(log, /s3csi.mounter|fd passing|mount message/i, log);
-    assert.doesNotMatch(
-      log,
-      /comm dir .* does not exist/,
-      "MOUNTER_COMM_DIR points at the emptyDir",
-    );
-  },
-});
+for (const bundle of [false, true]) {
+  Deno.test({
+    name: `the real mounter runs unprivileged (${
+      bundle ? "bundle" : "from source"
+    }) and is restarted under OnFailure`,
+    ignore: !isRoot,
+    async fn() {
+      await using h = await startHarness(
+        bundle ? { bundleMounter: true } : {},
+      );
+      await h.client.create(NAMESPACE, { metadata: { name: "mount-s3" } });
+      const base = mountpointPod("mp-real");
+      const pod = await h.client.create<Pod>(PODS, {
+        ...base,
+        spec: {
+          ...base.spec,
+          containers: [{
+            ...base.spec.containers[0]!,
+            args: ["--receive-timeout", "1s", "--log-format", "text"],
+          }],
+        },
+      });
+      const s = await waitFor("a restart", async () => {
+        const st = await podStatus(h.client as never, "mount-s3", "mp-real");
+        return (st?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? st : undefined;
+      }, { timeoutMs: 40_000 });
+      const cs = s.containerStatuses![0]!;
+      const exit = cs.lastState.terminated ?? cs.state.terminated;
+      assert.equal(exit?.exitCode, 3, "MOUNTER_EXIT_NO_MESSAGE");
+      const log = await Deno.readTextFile(
+        `${h.root}/pod-logs/mount-s3_mp-real_${pod.metadata.uid}/mountpoint/0.log`,
+      );
+      assert.match(log, /s3csi.mounter|fd passing|mount message/i, log);
+      assert.doesNotMatch(
+        log,
+        /comm dir .* does not exist/,
+        "MOUNTER_COMM_DIR points at the emptyDir",
+      );
+    },
+  });
+}
 
 const NAMESPACE = {
   group: "",
