@@ -24,6 +24,9 @@ import { apiErrorFrom, GoneError } from "./errors.ts";
 import type { KubeClientConfig } from "./kube_config.ts";
 import { apiVersionOf, collectionPath, itemPath, type Resource } from "./resources.ts";
 
+/** A watch that delivers no byte for this long is re-opened (the server sends bookmarks more often). */
+export const WATCH_INACTIVITY_MS = 30_000;
+
 /** How often a token file is re-read. */
 export const AUTH_REFRESH_MS = 60_000;
 
@@ -64,6 +67,16 @@ function fromClientNode(kc: ClientNodeKubeConfigLike): KubeClientConfig {
     ...(cert && key ? { cert, key } : {}),
     ...(user.username ? { username: user.username, password: user.password ?? "" } : {}),
   };
+}
+
+/** True for a network-level failure (no HTTP response), which may be retried. */
+export function isConnectionError(err: unknown): boolean {
+  if (!(err instanceof TypeError)) return false;
+  const cause = (err as { cause?: { code?: string; name?: string } }).cause;
+  const code = cause?.code ?? "";
+  return /^(UND_ERR_SOCKET|UND_ERR_CLOSED|ECONNRESET|ECONNREFUSED|EPIPE|UND_ERR_CONNECT_TIMEOUT)$/
+    .test(code) ||
+    cause?.name === "SocketError";
 }
 
 /** Counts of requests by verb, for metrics and benchmarks. */
@@ -144,13 +157,24 @@ export class RestKubeClient implements KubeClient {
       headers["content-type"] = opts.contentType ?? "application/json";
       body = JSON.stringify(opts.body);
     }
-    return await fetch(url, {
-      method,
-      headers,
-      ...(body !== undefined ? { body } : {}),
-      dispatcher: this.#dispatcher,
-      ...(opts.signal ? { signal: opts.signal } : {}),
-    });
+    const send = () =>
+      fetch(url, {
+        method,
+        headers,
+        ...(body !== undefined ? { body } : {}),
+        dispatcher: this.#dispatcher,
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      });
+    try {
+      return await send();
+    } catch (err) {
+      // A pooled keep-alive connection the server closed (restart, idle timeout) fails before any
+      // response: retry once on a fresh connection. Writes are safe to repeat here because
+      // callers use resourceVersions and deterministic names (AlreadyExists/Conflict are handled).
+      if (opts.signal?.aborted || !isConnectionError(err)) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+      return await send();
+    }
   }
 
   async #json<T>(what: string, response: Awaited<ReturnType<typeof fetch>>): Promise<T> {
@@ -311,7 +335,11 @@ export class RestKubeClient implements KubeClient {
   /** @inheritdoc */
   async watch<T extends KubeObject>(
     r: Resource,
-    opts: ListOptions & CallOptions & { resourceVersion: string; timeoutSeconds?: number },
+    opts: ListOptions & CallOptions & {
+      resourceVersion: string;
+      timeoutSeconds?: number;
+      inactivityMs?: number;
+    },
     onEvent: (event: WatchEvent<T>) => void,
   ): Promise<void> {
     const res = await this.#request("WATCH", "GET", collectionPath(r, opts.namespace), {
@@ -341,10 +369,20 @@ export class RestKubeClient implements KubeClient {
     const reader = res.body.getReader();
     const cancel = () => void reader.cancel().catch(() => {});
     opts.signal?.addEventListener("abort", cancel, { once: true });
+    // A connection the server side lost (crash, network cut) does not always end the body under
+    // Deno's node compatibility layer: give up after WATCH_INACTIVITY_MS without a byte and let
+    // the caller watch again from its last resourceVersion (client-node does the same).
+    let idle: ReturnType<typeof setTimeout> | undefined;
+    const resetIdle = () => {
+      clearTimeout(idle);
+      idle = setTimeout(cancel, opts.inactivityMs ?? WATCH_INACTIVITY_MS);
+    };
+    resetIdle();
     try {
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
+        resetIdle();
         buffer += decoder.decode(value as Uint8Array, { stream: true });
         let nl: number;
         while ((nl = buffer.indexOf("\n")) >= 0) {
@@ -374,6 +412,7 @@ export class RestKubeClient implements KubeClient {
       if (opts.signal?.aborted) return;
       throw err;
     } finally {
+      clearTimeout(idle);
       opts.signal?.removeEventListener("abort", cancel);
       cancel();
     }

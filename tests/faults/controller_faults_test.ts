@@ -1,0 +1,296 @@
+/**
+ * Controller-level fault injection:
+ * - the API server restarts (emulator: every watch dropped and its history expired, so resumes get
+ *   410; real tier: the kube-apiserver process is killed and started again on the same etcd) while
+ *   workloads are deleted → the controller resumes and misses no detach;
+ * - 500 workload pods created and deleted in waves → zero attachments and zero Mountpoint Pods left.
+ */
+import assert from "node:assert/strict";
+import type { MountpointS3PodAttachment } from "../../src/api/mountpoint_s3_pod_attachment.ts";
+import { PODS, PVCS, PVS, S3PAS } from "../../src/kube/resources.ts";
+import type { Pod } from "../../src/kube/types.ts";
+import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
+import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
+import { RestKubeClient } from "../../src/kube/rest_client.ts";
+import { ROOT, type Running, spawnBinary, waitFor } from "../_helpers.ts";
+import { clusterKinds, ensureCrd, type TestCluster, testCluster } from "../controller/_cluster.ts";
+
+const KUBE_REAL_STATE = Deno.env.get("KUBE_REAL_STATE") ?? "/var/tmp/s3csi-kube-real";
+
+async function volume(c: TestCluster, name: string): Promise<void> {
+  const pv = `pv-${c.namespace}-${name}`;
+  await c.client.create(PVS, {
+    metadata: { name: pv },
+    spec: {
+      capacity: { storage: "1Gi" },
+      accessModes: ["ReadWriteMany"],
+      csi: {
+        driver: "s3.csi.scality.com",
+        volumeHandle: pv,
+        volumeAttributes: { bucketName: "b" },
+      },
+      claimRef: { name: `claim-${name}`, namespace: c.namespace },
+      storageClassName: "",
+    },
+  });
+  await c.client.create(PVCS, {
+    metadata: { name: `claim-${name}`, namespace: c.namespace },
+    spec: {
+      accessModes: ["ReadWriteMany"],
+      resources: { requests: { storage: "1Gi" } },
+      storageClassName: "",
+      volumeName: pv,
+    },
+  });
+  await c.client.patch(PVCS, `claim-${name}`, c.namespace, { status: { phase: "Bound" } }, {
+    subresource: "status",
+  });
+}
+
+function workload(c: TestCluster, name: string, claim: string, node: string): Pod {
+  return {
+    metadata: { name, namespace: c.namespace },
+    spec: {
+      nodeName: node,
+      containers: [{ name: "app", image: "busybox" }],
+      volumes: [{ name: "data", persistentVolumeClaim: { claimName: `claim-${claim}` } }],
+    },
+  };
+}
+
+function controller(kubeconfig: string, mpNamespace: string): Running {
+  return spawnBinary("controller", [
+    "--mountpoint-namespace",
+    mpNamespace,
+    "--leader-elect=false",
+    "--metrics-address",
+    "127.0.0.1:0",
+  ], { KUBECONFIG: kubeconfig });
+}
+
+async function stop(p: Running, name: string): Promise<void> {
+  const code = await p.stop("SIGTERM", 20_000);
+  await Deno.mkdir(`${ROOT}dist/test-logs`, { recursive: true });
+  await Deno.writeTextFile(`${ROOT}dist/test-logs/faults-${name}-${Date.now()}.log`, p.stderr());
+  assert.equal(code, 0, `controller exit code; log tail:\n${p.stderr().slice(-2000)}`);
+}
+
+async function attachmentsOf(c: TestCluster): Promise<MountpointS3PodAttachment[]> {
+  return (await c.client.list<MountpointS3PodAttachment>(S3PAS)).items.filter((a) =>
+    a.spec.persistentVolumeName.startsWith(`pv-${c.namespace}-`)
+  );
+}
+
+/** `check` with API errors (a restarting server) read as "not yet". */
+async function settled(check: () => Promise<boolean>): Promise<boolean> {
+  try {
+    return await check();
+  } catch {
+    return false;
+  }
+}
+
+const workloadCount = (as: MountpointS3PodAttachment[]) =>
+  as.reduce((n, a) => n + Object.values(a.spec.mountpointS3PodAttachments).flat().length, 0);
+
+/** Kill the real kube-apiserver and start it again with the same arguments (etcd keeps the data). */
+async function restartRealApiserver(client: RestKubeClient): Promise<void> {
+  const pidFile = `${KUBE_REAL_STATE}/kube-apiserver.pid`;
+  const pid = Number((await Deno.readTextFile(pidFile)).trim());
+  const cmdline = (await Deno.readTextFile(`/proc/${pid}/cmdline`)).split("\0").filter(Boolean);
+  // SIGKILL: a crash. (SIGTERM starts a graceful shutdown that can last minutes while watches drain.)
+  Deno.kill(pid, "SIGKILL");
+  await waitFor(
+    "kube-apiserver to exit",
+    async () => !(await Deno.stat(`/proc/${pid}`).catch(() => undefined)),
+    {
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    },
+  );
+  // Same arguments, detached like start.sh does; its output is not needed by the test.
+  const child = new Deno.Command("setsid", {
+    args: cmdline,
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  await Deno.writeTextFile(pidFile, `${child.pid}\n`);
+  child.unref();
+  await waitFor("kube-apiserver to serve again", async () => {
+    try {
+      await client.list(PODS, { namespace: "default", limit: 1 });
+      return true;
+    } catch {
+      return false;
+    }
+  }, { timeoutMs: 90_000, intervalMs: 250 });
+}
+
+for (const kind of clusterKinds()) {
+  Deno.test(`faults (${kind}): API server restart while workloads are deleted → no missed detach`, async () => {
+    if (kind === "emulator") {
+      // The emulator keeps its state in process: drop every watch and expire the history, which
+      // is what clients see across a restart (connection reset, then 410 on resume).
+      const api = await startApiServer({ podTerminationMs: 0 });
+      try {
+        const client = new RestKubeClient(kubeConfigFromFile(api.kubeconfigPath));
+        await ensureCrd(client);
+        const c = await testClusterOn(client, api.kubeconfigPath);
+        await scenario(c, async () => {
+          api.closeAllWatches();
+          api.expireHistory();
+        });
+      } finally {
+        await api.stop();
+      }
+      return;
+    }
+    await using c = await testCluster(kind);
+    await scenario(c, () => restartRealApiserver(c.client));
+  });
+}
+
+/** A TestCluster view on an already running emulator (so the test can reach its hooks). */
+async function testClusterOn(client: RestKubeClient, kubeconfig: string): Promise<TestCluster> {
+  const suffix = crypto.randomUUID().slice(0, 8);
+  const namespace = `w-${suffix}`;
+  const mpNamespace = `mp-${suffix}`;
+  for (const ns of [namespace, mpNamespace]) {
+    await client.create({
+      group: "",
+      version: "v1",
+      plural: "namespaces",
+      kind: "Namespace",
+      namespaced: false,
+    }, { metadata: { name: ns } });
+  }
+  await client.create({
+    group: "scheduling.k8s.io",
+    version: "v1",
+    plural: "priorityclasses",
+    kind: "PriorityClass",
+    namespaced: false,
+  }, {
+    metadata: { name: "mount-s3-critical" },
+    value: 1_000_000_000,
+  } as never).catch(() => {});
+  return {
+    name: "emulator",
+    kubeconfig,
+    client,
+    namespace,
+    mpNamespace,
+    [Symbol.asyncDispose]: () => Promise.resolve(),
+  };
+}
+
+async function scenario(c: TestCluster, restart: () => Promise<void>): Promise<void> {
+  await volume(c, "r");
+  for (const n of ["a", "b", "c"]) await c.client.create(PODS, workload(c, n, "r", "node-1"));
+  const proc = controller(c.kubeconfig, c.mpNamespace);
+  try {
+    // -1 while the API server answers errors (restarting).
+    const count = () => attachmentsOf(c).then(workloadCount, () => -1);
+    await waitFor("three workloads attached", async () => (await count()) === 3, {
+      timeoutMs: 30_000,
+    });
+    await restart();
+    for (const n of ["a", "b"]) {
+      await waitFor(
+        `delete ${n}`,
+        () => settled(() => c.client.delete(PODS, n, c.namespace, { gracePeriodSeconds: 0 })),
+        {
+          timeoutMs: 30_000,
+          intervalMs: 200,
+        },
+      );
+    }
+    await waitFor("the two deleted workloads detached", async () => (await count()) === 1, {
+      timeoutMs: 90_000,
+      intervalMs: 200,
+    });
+    await waitFor(
+      "delete c",
+      () => settled(() => c.client.delete(PODS, "c", c.namespace, { gracePeriodSeconds: 0 })),
+    );
+    await waitFor(
+      "the attachment deleted and its Mountpoint Pod marked needs-unmount",
+      () =>
+        settled(async () => {
+          if ((await attachmentsOf(c)).length) return false;
+          const mps = (await c.client.list<Pod>(PODS, { namespace: c.mpNamespace })).items;
+          return mps.length === 1 &&
+            mps[0]!.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] === "true";
+        }),
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+  } finally {
+    await stop(proc, "restart");
+  }
+}
+
+Deno.test("faults (emulator): 500 workloads created and deleted in waves leave nothing behind", async () => {
+  await using c = await testCluster("emulator");
+  for (let v = 0; v < 20; v++) await volume(c, `v${v}`);
+  const proc = controller(c.kubeconfig, c.mpNamespace);
+  const started = performance.now();
+  try {
+    for (let wave = 0; wave < 5; wave++) {
+      const names = Array.from({ length: 100 }, (_, i) => `w${wave}-${i}`);
+      await Promise.all(
+        names.map((n, i) => c.client.create(PODS, workload(c, n, `v${i % 20}`, `node-${i % 5}`))),
+      );
+      await waitFor(
+        `wave ${wave}: 100 attached`,
+        async () => workloadCount(await attachmentsOf(c)) === 100,
+        {
+          timeoutMs: 60_000,
+          intervalMs: 200,
+        },
+      );
+      await Promise.all(
+        names.map((n) => c.client.delete(PODS, n, c.namespace, { gracePeriodSeconds: 0 })),
+      );
+      await waitFor(
+        `wave ${wave}: all detached`,
+        async () => (await attachmentsOf(c)).length === 0,
+        {
+          timeoutMs: 60_000,
+          intervalMs: 200,
+        },
+      );
+      // Every Mountpoint Pod is asked to unmount; the "node" then ends it (Succeeded) as the
+      // mounter would, and the controller deletes it.
+      const mps = (await c.client.list<Pod>(PODS, { namespace: c.mpNamespace })).items;
+      assert.ok(
+        mps.every((p) => p.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] === "true"),
+        "every Mountpoint Pod marked",
+      );
+      await Promise.all(
+        mps.map((p) =>
+          c.client.patch(
+            PODS,
+            p.metadata.name!,
+            c.mpNamespace,
+            { status: { phase: "Succeeded" } },
+            { subresource: "status" },
+          )
+        ),
+      );
+      await waitFor(
+        `wave ${wave}: Mountpoint Pods deleted`,
+        async () => (await c.client.list(PODS, { namespace: c.mpNamespace })).items.length === 0,
+        { timeoutMs: 60_000, intervalMs: 200 },
+      );
+    }
+    assert.equal((await attachmentsOf(c)).length, 0);
+    assert.equal((await c.client.list(PODS, { namespace: c.namespace })).items.length, 0);
+  } finally {
+    await stop(proc, "waves");
+  }
+  const seconds = (performance.now() - started) / 1000;
+  // deno-lint-ignore no-console
+  console.error(`500 workloads in 5 waves: ${seconds.toFixed(1)} s, nothing left`);
+});
