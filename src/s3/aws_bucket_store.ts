@@ -31,7 +31,8 @@ export function classifyS3Error(err: unknown): S3StoreError {
   const code = e?.Code ?? e?.name ?? "";
   // fetch failures hide the reason (TLS, DNS, refused) in the cause chain.
   let detail = errorMessage(err);
-  for (let c = (err as Error)?.cause, depth = 0; c && depth < 3; depth++) {
+  let c = (err as Error)?.cause;
+  for (let depth = 0; c && depth < 3; depth++) {
     const m = errorMessage(c);
     if (!detail.includes(m)) detail += `: ${m}`;
     c = (c as Error)?.cause;

@@ -138,9 +138,10 @@ for (const kind of clusterKinds()) {
         const client = new RestKubeClient(kubeConfigFromFile(api.kubeconfigPath));
         await ensureCrd(client);
         const c = await testClusterOn(client, api.kubeconfigPath);
-        await scenario(c, async () => {
+        await scenario(c, () => {
           api.closeAllWatches();
           api.expireHistory();
+          return Promise.resolve();
         });
       } finally {
         await api.stop();
