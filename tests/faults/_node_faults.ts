@@ -41,7 +41,8 @@ export function report(line: string): void {
 /** Why the fault tests cannot run here. */
 export function faultSkipReason(): string | undefined {
   return skipReason() ??
-    (commandExists("unshare") ? undefined : "needs unshare (util-linux)");
+    (commandExists("unshare") ? undefined : "needs unshare (util-linux)") ??
+    (commandExists("ss") ? undefined : "needs ss (iproute2)");
 }
 
 /** Child processes a test started; all killed at the end. */

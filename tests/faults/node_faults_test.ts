@@ -243,7 +243,10 @@ async function startPodMounter(h: Harness, pod: MpPod, children: { add(r: Runnin
   );
 }
 
-/** Wait until the node plugin has accepted a connection on its CSI socket (the call is in). */
+/**
+ * Wait until the node plugin has accepted a connection on its CSI socket (the call is in); the
+ * test's own channel must be closed.
+ */
 async function waitCallIn(sock: string): Promise<void> {
   await waitFor("the in-flight publish to reach the node plugin", async () => {
     const r = await runToEnd("ss", ["-xH", "state", "established"]);
@@ -266,6 +269,8 @@ faultTest(
     const sock = `${h.root}/csi.sock`;
     // A live volume of another pod, which must keep working across both kills.
     const mpA = await h.mountpointPod("mp-a");
+    // Before the mount lists the bucket (rclone caches directory listings).
+    await putObject(h.s3, h.bucket, "a-big.bin", 48 << 20);
     const ta = await publishVolume(h, mpA, "pv-a", "uid-a");
     const closedA = await writeClosedFiles(ta, { "a-1.txt": 1000, "a-9m.bin": 9 << 20 }, 5);
     const liveA = async (step: string) => {
@@ -281,10 +286,20 @@ faultTest(
     await h.assign("pv-b", "vol-pv-b", mpB.name, ["uid-b"]);
     const tb = h.target("uid-b", "pv-b");
     await kubeletMkdirParent(tb);
+    // A reader of pod A's volume runs across both kills and restarts.
+    const readerA = children.add(slowReader(`${ta}/a-big.bin`));
+    await waitProgress(readerA, 2, "pod A's reader");
+    let readerDone = false;
+    readerA.child.status.then(() => (readerDone = true));
+    h.csi.close(); // only the in-flight call is connected
     const inflightB = children.add(publishInChild(sock, h.publishRequest("uid-b", "pv-b")));
     await waitCallIn(sock);
     const endedB = await killNode(h, inflightB);
-    assert.match(endedB, /^error: /, "the in-flight call fails (kubelet retries it)");
+    assert.match(
+      endedB,
+      /^error: .*Connection dropped/,
+      "the in-flight call fails (kubelet retries)",
+    );
     assert.deepEqual(
       (await h.ourMounts()).filter((m) => !m.includes("pv-a") && !m.endsWith("/mp-a")),
       [],
@@ -311,6 +326,7 @@ faultTest(
     const tc = h.target("uid-c", "pv-c");
     await kubeletMkdirParent(tc);
     const sourceC = `${h.root}/plugins/s3.csi.scality.com/mnt/${mpC.name}`;
+    h.csi.close();
     const inflightC = children.add(publishInChild(sock, h.publishRequest("uid-c", "pv-c")));
     await waitFor(
       "the source of mp-c to be mounted",
@@ -318,7 +334,12 @@ faultTest(
       { timeoutMs: 30_000 },
     );
     const endedC = await killNode(h, inflightC);
-    assert.match(endedC, /^error: /, "the in-flight call fails (kubelet retries it)");
+    assert.equal(readerDone, false, "pod A's reader is still reading at the second kill");
+    assert.match(
+      endedC,
+      /^error: .*Connection dropped/,
+      "the in-flight call fails (kubelet retries)",
+    );
     await liveA("while-down-2");
     await h.restartNode();
     await liveA("after-restart-2");
@@ -345,8 +366,12 @@ faultTest(
     const nodePids = await runToEnd("pgrep", ["-f", "--", `--kubelet-path=${h.root}`]);
     assert.equal(nodePids.stdout.trim().split("\n").length, 1, "one node plugin process");
     await assertInS3(h.s3, h.bucket, new Map([...closedA, ...closedB, ...closedC]));
+    const readA = await waitExit(readerA, 60_000);
+    assert.equal(readA.code, 0, `pod A's reader: ${readA.stderr}`);
+    const bytesA = readerA.stdout().split("\n").filter(Boolean).reduce((a, n) => a + Number(n), 0);
+    assert.equal(bytesA, 48 << 20, "pod A's reader read the whole object across both restarts");
     report(
-      `node-kill-mid-publish: call waiting for the pod ended "${endedB}"; call waiting for the mounter ended "${endedC}"; node plugin restart ${restart1Ms} ms; retried publishes ${retryBMs} ms (pod wait) and ${retryCMs} ms (dead source remounted); pod A's mount served reads and writes throughout`,
+      `node-kill-mid-publish: call waiting for the pod ended "${endedB}"; call waiting for the mounter ended "${endedC}"; node plugin restart ${restart1Ms} ms; retried publishes ${retryBMs} ms (pod wait) and ${retryCMs} ms (dead source remounted); pod A's mount served reads and writes throughout (a reader read 48 MiB across both kills)`,
     );
   },
 );
