@@ -14,20 +14,13 @@
 import { parseArgs } from "node:util";
 import type { MountpointS3PodAttachment } from "../src/api/mountpoint_s3_pod_attachment.ts";
 import { s3paCrd } from "../src/api/mountpoint_s3_pod_attachment.ts";
-import { NAMESPACES, PODS, PVCS, PVS, type Resource, S3PAS } from "../src/kube/resources.ts";
+import { CRDS, NAMESPACES, PODS, PVCS, PVS, S3PAS } from "../src/kube/resources.ts";
 import { RestKubeClient } from "../src/kube/rest_client.ts";
 import { kubeConfigFromFile } from "../src/kube/kube_config.ts";
 import { fromFileUrl } from "./_gen_util.ts";
 import { V8_FLAGS } from "./build.ts";
 
 const ROOT = fromFileUrl(new URL("../", import.meta.url));
-const CRDS: Resource = {
-  group: "apiextensions.k8s.io",
-  version: "v1",
-  plural: "customresourcedefinitions",
-  kind: "CustomResourceDefinition",
-  namespaced: false,
-};
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
 const note = (s: string) => Deno.stderr.writeSync(new TextEncoder().encode(`${s}\n`));
 

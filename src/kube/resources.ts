@@ -89,3 +89,22 @@ export const S3PAS: Resource = {
   kind: S3PA_KIND,
   namespaced: false,
 };
+
+/** ServiceAccounts. */
+export const SERVICE_ACCOUNTS = core("serviceaccounts", "ServiceAccount", true);
+/** CustomResourceDefinitions. */
+export const CRDS: Resource = {
+  group: "apiextensions.k8s.io",
+  version: "v1",
+  plural: "customresourcedefinitions",
+  kind: "CustomResourceDefinition",
+  namespaced: false,
+};
+/** PriorityClasses. */
+export const PRIORITY_CLASSES: Resource = {
+  group: "scheduling.k8s.io",
+  version: "v1",
+  plural: "priorityclasses",
+  kind: "PriorityClass",
+  namespaced: false,
+};

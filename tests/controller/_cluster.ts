@@ -7,36 +7,11 @@
  */
 import { s3paCrd } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
-import { NAMESPACES, type Resource } from "../../src/kube/resources.ts";
+import { CRDS, NAMESPACES, PRIORITY_CLASSES, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { startApiServer } from "../../src/apiserver/api_server.ts";
 import { waitFor } from "../_helpers.ts";
-
-/** CustomResourceDefinitions. */
-export const CRDS: Resource = {
-  group: "apiextensions.k8s.io",
-  version: "v1",
-  plural: "customresourcedefinitions",
-  kind: "CustomResourceDefinition",
-  namespaced: false,
-};
-
-const SERVICE_ACCOUNTS: Resource = {
-  group: "",
-  version: "v1",
-  plural: "serviceaccounts",
-  kind: "ServiceAccount",
-  namespaced: true,
-};
-
-const PRIORITY_CLASSES: Resource = {
-  group: "scheduling.k8s.io",
-  version: "v1",
-  plural: "priorityclasses",
-  kind: "PriorityClass",
-  namespaced: false,
-};
 
 /** A cluster to test against. */
 export interface TestCluster extends AsyncDisposable {

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import type { MountpointS3PodAttachment } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import { PODS, PVCS, PVS, S3PAS } from "../../src/kube/resources.ts";
+import { NAMESPACES, PODS, PRIORITY_CLASSES, PVCS, PVS, S3PAS } from "../../src/kube/resources.ts";
 import type { Pod } from "../../src/kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { startApiServer } from "../../src/apiserver/api_server.ts";
@@ -159,21 +159,9 @@ async function testClusterOn(client: RestKubeClient, kubeconfig: string): Promis
   const namespace = `w-${suffix}`;
   const mpNamespace = `mp-${suffix}`;
   for (const ns of [namespace, mpNamespace]) {
-    await client.create({
-      group: "",
-      version: "v1",
-      plural: "namespaces",
-      kind: "Namespace",
-      namespaced: false,
-    }, { metadata: { name: ns } });
+    await client.create(NAMESPACES, { metadata: { name: ns } });
   }
-  await client.create({
-    group: "scheduling.k8s.io",
-    version: "v1",
-    plural: "priorityclasses",
-    kind: "PriorityClass",
-    namespaced: false,
-  }, {
+  await client.create(PRIORITY_CLASSES, {
     metadata: { name: "mount-s3-critical" },
     value: 1_000_000_000,
   } as never).catch(() => {});
