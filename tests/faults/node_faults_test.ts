@@ -3,9 +3,11 @@
  *
  * 1. the FUSE engine (rclone) is SIGKILLed while a workload reads, then while one writes: the
  *    workload gets an error (no hang), NodeGetVolumeStats reports abnormal, the mounter exits
- *    non-zero with `mount.error`; after the mounter restarts a republish repairs the volume;
+ *    non-zero with `mount.error`; after the mounter restarts a republish repairs the volume (and a
+ *    republish that arrives before the restart waits for the new mounter);
  * 2. the mounter itself (PID 1 of its PID namespace, as in its container) is SIGKILLed while a
- *    workload writes and another reads: same detection and recovery;
+ *    workload writes and another reads: same detection and recovery, the republish arriving
+ *    before the container restarts;
  * 3. the node plugin is SIGKILLed while a NodePublishVolume waits for its Mountpoint Pod, then
  *    while one waits for the mounter's socket (source already mounted); after a restart the retried
  *    publishes succeed with one source mount each, nothing leaked, and another pod's mount keeps
@@ -80,6 +82,23 @@ async function assertAbnormal(h: Harness, pv: string, target: string): Promise<s
   return stats.volumeCondition?.message ?? "";
 }
 
+/**
+ * The republish arrives before the Mountpoint Pod's container has restarted (kubelet's restart
+ * back-off): it must wait for the new mounter's socket and then succeed.
+ */
+async function republishThenRestart(
+  h: Harness,
+  pv: string,
+  uid: string,
+  restart: () => Promise<void>,
+): Promise<void> {
+  const publishing = h.csi.node.nodePublishVolume(h.publishRequest(uid, pv));
+  publishing.catch(() => {});
+  await new Promise((r) => setTimeout(r, 1000));
+  await restart();
+  await bounded(publishing, 40_000, "the republish waiting for the restarted mounter");
+}
+
 /** Republish, then the volume is healthy with one source + one bind, and the files read back. */
 async function assertRepaired(
   h: Harness,
@@ -139,13 +158,18 @@ faultTest(
       await assertInS3(h.s3, h.bucket, closed);
 
       const r0 = performance.now();
-      await h.restartMounter(mp);
+      if (phase === "read") await h.restartMounter(mp);
+      else await republishThenRestart(h, pv, "uid-e", () => h.restartMounter(mp));
       await assertRepaired(h, pv, "uid-e", closed);
       const repairMs = Math.round(performance.now() - r0);
       report(
         `engine-kill-during-${phase}: workload exit ${exit.code} after ${exit.ms} ms ("${
           exit.stderr.split("\n").at(-1)
-        }"); mounter exit ${status.code}; stats abnormal ${detectMs} ms after the kill; mounter restart + republish ${repairMs} ms; ${closed.size} closed files in S3`,
+        }"); mounter exit ${status.code}; stats abnormal ${detectMs} ms after the kill; ${
+          phase === "read"
+            ? "mounter restart then republish"
+            : "republish (1 s before the mounter restart)"
+        } ${repairMs} ms; ${closed.size} closed files in S3`,
       );
     }
   },
@@ -185,8 +209,11 @@ faultTest(
     await assertInS3(h.s3, h.bucket, closed);
 
     const r0 = performance.now();
-    ns = await startNsMounter(mp.commDir); // the container restarts
-    mp.mounter = children.add(ns.running);
+    // The republish comes first, then the container restarts (its stale mount.sock is replaced).
+    await republishThenRestart(h, pv, "uid-m", async () => {
+      ns = await startNsMounter(mp.commDir);
+      mp.mounter = children.add(ns.running);
+    });
     await assertRepaired(h, pv, "uid-m", closed);
     const repairMs = Math.round(performance.now() - r0);
     report(
@@ -194,7 +221,7 @@ faultTest(
         r.stderr.split("\n").at(-1)
       }"), writer exit ${w.code} after ${w.ms} ms ("${
         w.stderr.split("\n").at(-1)
-      }"); stats abnormal ${detectMs} ms after the kill; container restart + republish ${repairMs} ms; ${closed.size} closed files in S3`,
+      }"); stats abnormal ${detectMs} ms after the kill; republish (1 s before the container restart) ${repairMs} ms; ${closed.size} closed files in S3`,
     );
   },
 );
