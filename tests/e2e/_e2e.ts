@@ -485,6 +485,11 @@ export async function withSandbox(
   try {
     await e.provisioner?.stop();
     await env.drain().catch(() => {});
+    // SandboxEnv.drain() waits for the Mountpoint Pods only when workloads were left: wait here
+    // too, or stopping the controller and kubelets mid-release leaves their source mounts.
+    if (env.client && env.controller?.exitCode === undefined) {
+      await e.waitReleased(45_000).catch((err) => leaks.push(`release: ${err}`));
+    }
     await env.stop().catch((err) => leaks.push(`stop: ${err}`));
     stop.abort();
     const mounts = await mountsUnder(dir);
