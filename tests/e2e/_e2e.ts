@@ -25,6 +25,7 @@ import { ApiEventRecorder } from "../../src/kube/event_recorder.ts";
 import { EVENTS, PODS, PVCS, PVS, S3PAS, SECRETS } from "../../src/kube/resources.ts";
 import type { Pod } from "../../src/kubelet/k8s_types.ts";
 import {
+  ANNOTATION_NEEDS_UNMOUNT,
   COMPONENT_MOUNTPOINT_POD,
   DEFAULT_MOUNTPOINT_NAMESPACE,
   LABEL_COMPONENT,
@@ -406,6 +407,33 @@ export class E2E {
     );
   }
 
+  /**
+   * Wait until no S3PA is left and every remaining Mountpoint Pod is marked needs-unmount with its
+   * source unmounted. A Mountpoint Pod that never received a mount (its publish failed before the
+   * mount: missing bucket, denied keys, refused option) keeps running until the mounter's receive
+   * timeout (2 min): the mounter checks `mount.exit` only before blocking in accept(). Returns
+   * the names of such lingering pods.
+   */
+  async waitSettled(timeoutMs = 45_000): Promise<string[]> {
+    let lingering: string[] = [];
+    await waitFor("S3PAs gone and Mountpoint Pods released or marked needs-unmount", async () => {
+      if ((await this.s3pas()).length) return false;
+      const mps = await this.mountpointPods();
+      const sources = new Set(
+        (await this.fuseMounts()).map((m) => m.mountPoint.split("/").at(-1)),
+      );
+      if (
+        mps.some((p) =>
+          p.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] !== "true" ||
+          sources.has(p.metadata.name)
+        )
+      ) return false;
+      lingering = mps.map((p) => p.metadata.name);
+      return true;
+    }, { timeoutMs, intervalMs: 250 });
+    return lingering;
+  }
+
   /** FUSE mounts (sources and bind mounts) under the sandbox's state dir. */
   async fuseMounts(): Promise<MountInfo[]> {
     return (await readMountInfo()).filter((m) =>
@@ -488,7 +516,7 @@ export async function withSandbox(
     // SandboxEnv.drain() waits for the Mountpoint Pods only when workloads were left: wait here
     // too, or stopping the controller and kubelets mid-release leaves their source mounts.
     if (env.client && env.controller?.exitCode === undefined) {
-      await e.waitReleased(45_000).catch((err) => leaks.push(`release: ${err}`));
+      await e.waitSettled(45_000).catch((err) => leaks.push(`release: ${err}`));
     }
     await env.stop().catch((err) => leaks.push(`stop: ${err}`));
     stop.abort();
