@@ -286,10 +286,13 @@ export async function putObject(
 
 /**
  * The mounter as the Mountpoint Pod's container runs it: PID 1 of a PID namespace (`unshare`), so
- * that when it dies the kernel kills its engine too. `innerPid` is the mounter's host pid.
+ * that when it dies the kernel kills its engine too. `innerPid` is the mounter's host pid. With
+ * `waitSocket: false` it does not wait for `mount.sock`: a publish already waiting for it may take
+ * it (the mounter removes it) within milliseconds.
  */
 export async function startNsMounter(
   commDir: string,
+  { waitSocket = true } = {},
 ): Promise<{ running: Running; innerPid: number }> {
   const running = spawn("unshare", [
     "--pid",
@@ -308,17 +311,19 @@ export async function startNsMounter(
     "--engine=rclone",
     "--log-format=text",
   ], { env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/tmp" } });
-  await waitFor(
-    "the mounter socket",
-    () => Deno.stat(`${commDir}/mount.sock`).then(() => true, () => false),
-    { timeoutMs: 60_000 },
-  ).catch((e) => {
-    throw new Error(`${e.message}; mounter log: ${running.stderr().slice(-2000)}`);
-  });
-  const innerPid = Number(
-    (await runToEnd("pgrep", ["-P", String(running.child.pid)])).stdout.trim().split("\n")[0],
-  );
-  if (!innerPid) throw new Error("could not find the namespaced mounter's pid");
+  if (waitSocket) {
+    await waitFor(
+      "the mounter socket",
+      () => Deno.stat(`${commDir}/mount.sock`).then(() => true, () => false),
+      { timeoutMs: 60_000 },
+    ).catch((e) => {
+      throw new Error(`${e.message}; mounter log: ${running.stderr().slice(-2000)}`);
+    });
+  }
+  const innerPid = await waitFor("the namespaced mounter's pid", async () => {
+    const r = await runToEnd("pgrep", ["-P", String(running.child.pid)]);
+    return Number(r.stdout.trim().split("\n")[0]) || undefined;
+  }, { timeoutMs: 10_000 });
   return { running, innerPid };
 }
 

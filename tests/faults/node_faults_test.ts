@@ -159,7 +159,14 @@ faultTest(
 
       const r0 = performance.now();
       if (phase === "read") await h.restartMounter(mp);
-      else await republishThenRestart(h, pv, "uid-e", () => h.restartMounter(mp));
+      else {
+        // Not h.restartMounter: it waits for mount.sock, which the waiting publish takes (and the
+        // mounter removes) within milliseconds.
+        await republishThenRestart(h, pv, "uid-e", async () => {
+          await mp.mounter.stop("SIGKILL").catch(() => {});
+          mp.mounter = startMounter(mp.commDir);
+        });
+      }
       await assertRepaired(h, pv, "uid-e", closed);
       const repairMs = Math.round(performance.now() - r0);
       report(
@@ -211,7 +218,7 @@ faultTest(
     const r0 = performance.now();
     // The republish comes first, then the container restarts (its stale mount.sock is replaced).
     await republishThenRestart(h, pv, "uid-m", async () => {
-      ns = await startNsMounter(mp.commDir);
+      ns = await startNsMounter(mp.commDir, { waitSocket: false });
       mp.mounter = children.add(ns.running);
     });
     await assertRepaired(h, pv, "uid-m", closed);
