@@ -14,7 +14,15 @@
 import { parseArgs } from "node:util";
 import type { MountpointS3PodAttachment } from "../src/api/mountpoint_s3_pod_attachment.ts";
 import { s3paCrd } from "../src/api/mountpoint_s3_pod_attachment.ts";
-import { CRDS, NAMESPACES, PODS, PVCS, PVS, S3PAS } from "../src/kube/resources.ts";
+import {
+  CRDS,
+  NAMESPACES,
+  PODS,
+  PRIORITY_CLASSES,
+  PVCS,
+  PVS,
+  S3PAS,
+} from "../src/kube/resources.ts";
 import { RestKubeClient } from "../src/kube/rest_client.ts";
 import { kubeConfigFromFile } from "../src/kube/kube_config.ts";
 import { fromFileUrl } from "./_gen_util.ts";
@@ -105,6 +113,13 @@ if (!(await client.get(CRDS, "mountpoints3podattachments.s3.csi.scality.com"))) 
   await client.create(CRDS, s3paCrd() as never);
 }
 for (const n of [ns, mpNs]) await client.create(NAMESPACES, { metadata: { name: n } });
+// The PriorityClass of Mountpoint Pods, as the deployment creates it (Priority admission).
+await client.create(
+  PRIORITY_CLASSES,
+  { metadata: { name: "mount-s3-critical" }, value: 1_000_000_000 } as never,
+).catch(
+  () => {},
+);
 const pvIndexes = Array.from({ length: PVS_N }, (_, i) => i);
 await pool(pvIndexes, 32, async (i) => {
   const pv = `bench-${run}-pv-${i}`;
