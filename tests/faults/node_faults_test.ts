@@ -278,15 +278,19 @@ async function startPodMounter(h: Harness, pod: MpPod, children: { add(r: Runnin
 }
 
 /**
- * Wait until the node plugin has accepted a connection on its CSI socket (the call is in); the
- * test's own channel must be closed.
+ * Wait until the child issuing the call holds a connection accepted on the plugin's socket (the
+ * call is in): a server-side row of `ss -x` has the socket path as its local address and the
+ * child's socket as its peer.
  */
-async function waitCallIn(sock: string): Promise<void> {
+async function waitCallIn(sock: string, child: Running): Promise<void> {
   await waitFor("the in-flight publish to reach the node plugin", async () => {
-    const r = await runToEnd("ss", ["-xH", "state", "established"]);
-    return r.stdout.includes(sock);
+    const rows = (await runToEnd("ss", ["-xpH", "state", "established"])).stdout.split("\n")
+      .map((l) => l.trim().split(/\s+/));
+    // u_str recv send <local> <inode> <peer> <peer-inode> [users]
+    const accepted = new Set(rows.filter((r) => r[3] === sock).map((r) => r[6]));
+    return rows.some((r) => accepted.has(r[4]) && (r[7] ?? "").includes(`pid=${child.child.pid},`));
   }, { timeoutMs: 30_000, intervalMs: 100 });
-  await new Promise((r) => setTimeout(r, 500));
+  await new Promise((r) => setTimeout(r, 300));
 }
 
 /** SIGKILL the node plugin with no channel of ours open; returns how the in-flight call ended. */
@@ -325,14 +329,13 @@ faultTest(
     await waitProgress(readerA, 2, "pod A's reader");
     let readerDone = false;
     readerA.child.status.then(() => (readerDone = true));
-    h.csi.close(); // only the in-flight call is connected
     const inflightB = children.add(publishInChild(sock, h.publishRequest("uid-b", "pv-b")));
-    await waitCallIn(sock);
+    await waitCallIn(sock, inflightB);
     const endedB = await killNode(h, inflightB);
     assert.match(
       endedB,
       /^error: .*Connection dropped/,
-      "the in-flight call fails (kubelet retries)",
+      `the in-flight call fails (kubelet retries): ${endedB}`,
     );
     assert.deepEqual(
       (await h.ourMounts()).filter((m) => !m.includes("pv-a") && !m.endsWith("/mp-a")),
@@ -372,7 +375,7 @@ faultTest(
     assert.match(
       endedC,
       /^error: .*Connection dropped/,
-      "the in-flight call fails (kubelet retries)",
+      `the in-flight call fails (kubelet retries): ${endedC}`,
     );
     await liveA("while-down-2");
     await h.restartNode();
