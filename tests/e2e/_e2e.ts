@@ -546,6 +546,31 @@ export async function withSandbox(
   if (leaks.length) throw new Error(`leftovers after teardown: ${leaks.join("; ")}`);
 }
 
+function freePort(): number {
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  return port;
+}
+
+/**
+ * One sandbox at a time per machine: `deno test --parallel` runs test files as workers of one
+ * process, and the sandbox's RGW state dir is keyed by the process id, so two sandboxes of one
+ * process would share (and purge) one RGW cluster.
+ */
+async function exclusive<T>(fn: () => Promise<T>): Promise<T> {
+  const lock = await Deno.open(LOCK_PATH, { create: true, write: true });
+  try {
+    await lock.lock(true);
+    return await fn();
+  } finally {
+    await lock.unlock().catch(() => {});
+    lock.close();
+  }
+}
+
+const LOCK_PATH = "/tmp/s3csi-e2e-sandbox.lock";
+
 async function startController(e: E2E): Promise<void> {
   const { env, dir } = e;
   const s3 = env.s3!.env;
@@ -557,7 +582,7 @@ async function startController(e: E2E): Promise<void> {
     MOUNTPOINT_NAMESPACE: DEFAULT_MOUNTPOINT_NAMESPACE,
     MOUNTPOINT_IMAGE: "s3-csi-mounter:sandbox",
     LOG_FORMAT: "text",
-    METRICS_ADDRESS: "",
+    METRICS_ADDRESS: `127.0.0.1:${freePort()}`,
     AWS_ENDPOINT_URL: s3.S3_ENDPOINT,
     AWS_REGION: s3.AWS_REGION,
     AWS_ACCESS_KEY_ID: s3.AWS_ACCESS_KEY_ID,
@@ -602,7 +627,7 @@ export function e2eTest(
     sanitizeResources: false,
     sanitizeOps: false,
     async fn(t) {
-      await withSandbox({ nodes, name }, (e) => fn(e, t));
+      await exclusive(() => withSandbox({ nodes, name }, (e) => fn(e, t)));
     },
   });
 }
