@@ -233,8 +233,11 @@ faultTest(
   },
 );
 
+/** A Mountpoint Pod not started yet: its API object (Pending) and its comm dir. */
+type PendingPod = Omit<MpPod, "mounter">;
+
 /** A Mountpoint Pod object (Pending) with its comm dir, and no mounter yet. */
-async function pendingMountpointPod(h: Harness, name: string): Promise<MpPod> {
+async function pendingMountpointPod(h: Harness, name: string): Promise<PendingPod> {
   const created = await h.kube.create<KubeObject>(PODS, {
     apiVersion: "v1",
     kind: "Pod",
@@ -256,8 +259,7 @@ async function pendingMountpointPod(h: Harness, name: string): Promise<MpPod> {
   await Deno.mkdir(commDir, { recursive: true, mode: 0o755 });
   await Deno.chmod(commDir, 0o2770);
   await Deno.chown(commDir, MP_UID, MP_UID);
-  // deno-lint-ignore no-explicit-any
-  return { name, uid, commDir, mounter: undefined as any };
+  return { name, uid, commDir };
 }
 
 async function setRunning(h: Harness, name: string): Promise<void> {
@@ -267,9 +269,14 @@ async function setRunning(h: Harness, name: string): Promise<void> {
   });
 }
 
-async function startPodMounter(h: Harness, pod: MpPod, children: { add(r: Running): Running }) {
-  pod.mounter = children.add(startMounter(pod.commDir));
-  h.mpPods.push(pod); // the harness stops it at the end
+/** Start the mounter of a pending pod (the container starts); the harness stops it at the end. */
+async function startPodMounter(
+  h: Harness,
+  pending: PendingPod,
+  children: { add(r: Running): Running },
+): Promise<void> {
+  const pod: MpPod = { ...pending, mounter: children.add(startMounter(pending.commDir)) };
+  h.mpPods.push(pod);
   await waitFor(
     "the mounter socket",
     () => Deno.stat(`${pod.commDir}/mount.sock`).then(() => true, () => false),
