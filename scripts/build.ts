@@ -30,7 +30,7 @@ export const COMPONENTS = {
  */
 export const V8_FLAGS: Record<keyof typeof COMPONENTS, string> = {
   node: "--max-old-space-size=96,--max-semi-space-size=2",
-  controller: "--max-old-space-size=64,--max-semi-space-size=2",
+  controller: "--max-old-space-size=64,--max-semi-space-size=4",
   mounter: "--max-old-space-size=48,--max-semi-space-size=1",
 };
 
