@@ -186,6 +186,14 @@ async function main(): Promise<number> {
   ]);
 
   const width = Math.max(...rows.map(([k]) => k.length));
+  /** The issue's goal for a metric row, when it has one. */
+  const goalOf = (metric: string): string => {
+    if (metric.startsWith("publish, new source mount")) return "p50 ≤ 100 / p99 ≤ 300 ms";
+    if (metric.startsWith("publish, shared source mount")) return "p50 ≤ 20 ms";
+    if (metric.startsWith("write ")) return "ratio ≥ 0.80";
+    if (metric.startsWith("read ")) return "ratio ≥ 0.90";
+    return "";
+  };
   out(
     `\nNode plugin benchmark (read_ahead_kb=${
       values["read-ahead-kb"] || "node default"
@@ -193,9 +201,11 @@ async function main(): Promise<number> {
   );
   const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
   out(`load average during the run: ${load} (2 vCPU shared with other work)`);
-  out(`${"metric".padEnd(width)} | value`);
-  out(`${"-".repeat(width)}-|------`);
-  for (const [k, v] of rows) out(`${k.padEnd(width)} | ${v}`);
+  out("");
+  out("| metric | value | goal |");
+  out("|---|---|---|");
+  for (const [k, v] of rows) out(`| ${k.trim()} | ${v} | ${goalOf(k)} |`);
+  void width;
   return 0;
 }
 
