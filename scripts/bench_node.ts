@@ -185,7 +185,6 @@ async function main(): Promise<number> {
     `${mbps(rcat).toFixed(0)} / ${mbps(rcatRead).toFixed(0)}`,
   ]);
 
-  const width = Math.max(...rows.map(([k]) => k.length));
   /** The issue's goal for a metric row, when it has one. */
   const goalOf = (metric: string): string => {
     if (metric.startsWith("publish, new source mount")) return "p50 ≤ 100 / p99 ≤ 300 ms";
@@ -205,7 +204,6 @@ async function main(): Promise<number> {
   out("| metric | value | goal |");
   out("|---|---|---|");
   for (const [k, v] of rows) out(`| ${k.trim()} | ${v} | ${goalOf(k)} |`);
-  void width;
   return 0;
 }
 
