@@ -47,6 +47,12 @@ export interface MounterOptions {
   readonly workDir: string;
   /** How long to wait for a valid mount message. */
   readonly receiveTimeoutMs: number;
+  /**
+   * On SIGTERM while serving, keep the mount up to this long for the workloads still using it
+   * (node drain: workloads and Mountpoint Pods are evicted together), until the node plugin
+   * requests the exit (`mount.exit`). 0 forwards SIGTERM to the engine at once. @default 0
+   */
+  readonly drainGraceMs?: number;
   /** Engine when the message names none: `auto` = mount-s3 if on PATH, else rclone. */
   readonly engine: "auto" | Engine;
   /** Peer uids allowed to send. @default [0] */
@@ -206,6 +212,27 @@ export class Mounter {
     });
   }
 
+  /**
+   * Stop the engine, after the drain grace: wait until the node plugin asks for the exit
+   * (`mount.exit`), the engine ends by itself (unmounted), or the grace runs out.
+   */
+  async #stopAfterDrain(exited: () => boolean, kill: () => void): Promise<void> {
+    const grace = this.#o.drainGraceMs ?? 0;
+    if (grace > 0 && !(await this.#exitRequested())) {
+      log.info(
+        "Termination requested: serving the mount for up to {ms} ms until the node plugin unmounts it",
+        {
+          ms: grace,
+        },
+      );
+      const deadline = Date.now() + grace;
+      while (!exited() && Date.now() < deadline && !(await this.#exitRequested())) {
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+    if (!exited()) kill();
+  }
+
   async #runEngine(r: Received, signal: AbortSignal): Promise<number> {
     const { sys, spawner, files } = this.#o;
     await files.remove(this.#path(MOUNT_ERROR)).catch(() => false);
@@ -228,9 +255,11 @@ export class Mounter {
       pid: child.pid,
       bucket: r.message.bucketName,
     });
-    const forward = () => child.kill("SIGTERM");
+    let exited = false;
+    const forward = () => void this.#stopAfterDrain(() => exited, () => child.kill("SIGTERM"));
     signal.addEventListener("abort", forward, { once: true });
     const status = await child.status;
+    exited = true;
     signal.removeEventListener("abort", forward);
     if (await this.#exitRequested()) {
       log.info("{engine} exited ({code}) after an unmount request; exiting 0", {

@@ -26,6 +26,13 @@ export const MOUNTER_OPTIONS = {
     default: 120_000,
     description: "How long to wait for the node plugin's mount message",
   },
+  "drain-grace": {
+    type: "duration",
+    env: "MOUNTER_DRAIN_GRACE",
+    default: 0,
+    description:
+      "On SIGTERM, keep serving the mount this long (or until the node plugin asks for the exit) so workloads outlive a drain",
+  },
   engine: {
     type: "string",
     env: "MOUNTER_ENGINE",

@@ -32,7 +32,7 @@ class FakeSpawner implements ProcessSpawner {
   }
 }
 
-function setup(spawner = new FakeSpawner(), receiveTimeoutMs = 2000) {
+function setup(spawner = new FakeSpawner(), receiveTimeoutMs = 2000, drainGraceMs = 0) {
   const sys = new FakeSys();
   const files = new FakeFiles();
   files.addDir(COMM);
@@ -45,6 +45,7 @@ function setup(spawner = new FakeSpawner(), receiveTimeoutMs = 2000) {
     receiveTimeoutMs,
     engine: "auto",
     messageTimeoutMs: 200,
+    drainGraceMs,
   });
   return { sys, files, spawner, mounter };
 }
@@ -146,6 +147,22 @@ Deno.test("Mounter prefers mount-s3 when it is on PATH", async () => {
   assert.equal(spawner.spawned[0]!.command, "/usr/bin/mount-s3");
   assert.ok(spawner.spawned[0]!.args.includes("--foreground"));
   await files.writeFile(`${COMM}/mount.exit`, "");
+  spawner.onExit({ code: 0, signal: null });
+  assert.equal(await running, MOUNTER_EXIT_OK);
+});
+
+Deno.test("Mounter keeps serving after SIGTERM during the drain grace until the node asks for the exit", async () => {
+  const { sys, files, spawner, mounter } = setup(new FakeSpawner(), 2000, 5000);
+  const ac = new AbortController();
+  const running = mounter.run(ac.signal);
+  await send(sys, MSG, sys.openFuse());
+  await until(() => spawner.spawned.length);
+  ac.abort();
+  await new Promise((r) => setTimeout(r, 300));
+  assert.deepEqual(spawner.killed, [], "workloads still use the mount: the engine keeps running");
+  await files.writeFile(`${COMM}/mount.exit`, "");
+  await until(() => spawner.killed.length);
+  assert.deepEqual(spawner.killed, ["SIGTERM"], "stopped once the node plugin asked for the exit");
   spawner.onExit({ code: 0, signal: null });
   assert.equal(await running, MOUNTER_EXIT_OK);
 });

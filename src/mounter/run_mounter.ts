@@ -39,6 +39,7 @@ export async function runMounter(
       commDir: config["comm-dir"],
       workDir,
       receiveTimeoutMs: config["receive-timeout"],
+      drainGraceMs: config["drain-grace"],
       engine: config.engine as "auto" | Engine, // checked by the flag's choices
     }).run(signal);
   } finally {
