@@ -120,6 +120,29 @@ export function initPhase(
   return failed && restartPolicy === "Never" ? "Failed" : "Pending";
 }
 
+type Resources = { requests?: Record<string, string>; limits?: Record<string, string> };
+
+/**
+ * The pod's QoS class as kube-apiserver computes it at creation (`status.qosClass` is immutable
+ * there): BestEffort without any request or limit, Guaranteed when every container has CPU and
+ * memory limits equal to its requests, Burstable otherwise.
+ */
+export function qosClass(spec: PodSpec): "BestEffort" | "Burstable" | "Guaranteed" {
+  const all = [...(spec.containers ?? []), ...(spec.initContainers ?? [])].map((c) =>
+    ((c as { resources?: Resources }).resources ?? {}) as Resources
+  );
+  const any = all.some((r) =>
+    Object.keys(r.requests ?? {}).length || Object.keys(r.limits ?? {}).length
+  );
+  if (!any) return "BestEffort";
+  const guaranteed = all.every((r) =>
+    ["cpu", "memory"].every((k) =>
+      r.limits?.[k] !== undefined && (r.requests?.[k] ?? r.limits[k]) === r.limits[k]
+    )
+  );
+  return guaranteed ? "Guaranteed" : "Burstable";
+}
+
 /** The full status the emulator PATCHes to `pods/<name>/status`. */
 export function buildPodStatus(i: StatusInputs): PodStatus {
   const initialized = i.initialized ?? true;
@@ -155,7 +178,7 @@ export function buildPodStatus(i: StatusInputs): PodStatus {
     startTime: i.startTime,
     containerStatuses: statuses,
     ...(i.initRecords?.length ? { initContainerStatuses: i.initRecords.map(containerStatus) } : {}),
-    qosClass: "BestEffort",
+    qosClass: qosClass(i.spec),
   };
 }
 

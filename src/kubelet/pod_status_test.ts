@@ -5,6 +5,7 @@ import {
   finalizeRecords,
   newContainerRecord,
   podPhase,
+  qosClass,
 } from "./pod_status.ts";
 
 function rec(state: ContainerRecord["state"], last: ContainerRecord["lastState"] = {}) {
@@ -62,4 +63,16 @@ Deno.test("init containers: Pending until done, Failed under Never, statuses rep
     initRecords: [failedInit],
   });
   assert.equal(retry.phase, "Pending");
+});
+
+Deno.test("qosClass: BestEffort, Burstable, Guaranteed as kube-apiserver computes it", () => {
+  const spec = (resources?: Record<string, Record<string, string>>) =>
+    ({ containers: [{ name: "c", ...(resources ? { resources } : {}) }] }) as never;
+  assert.equal(qosClass(spec()), "BestEffort");
+  assert.equal(qosClass(spec({ requests: { memory: "64Mi" } })), "Burstable");
+  assert.equal(qosClass(spec({ limits: { cpu: "1", memory: "1Gi" } })), "Guaranteed");
+  assert.equal(
+    qosClass(spec({ requests: { cpu: "1", memory: "1Gi" }, limits: { cpu: "1", memory: "2Gi" } })),
+    "Burstable",
+  );
 });

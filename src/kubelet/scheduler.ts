@@ -1,14 +1,15 @@
 /**
  * A trivial scheduler: binds every pending pod without `spec.nodeName` (and with the default
  * scheduler name) to the first Ready node, in name order, that satisfies its `nodeSelector`,
- * required node affinity and taints. Binding is a merge patch of `spec.nodeName`, which the API
- * emulator accepts (a real kube-apiserver would need the `pods/binding` subresource).
+ * required node affinity and taints. Binding is a POST of a `Binding` to the `pods/binding`
+ * subresource (what kube-scheduler does; a real kube-apiserver accepts nothing else) or, for the API
+ * emulator, which has no such subresource, a merge patch of `spec.nodeName`.
  *
  * @module
  */
 import type { KubeClient } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
-import { NODES, PODS } from "../kube/resources.ts";
+import { NODES, PODS, type Resource } from "../kube/resources.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
 import type { Node, NodeSelector, Pod, SelectorRequirement } from "./k8s_types.ts";
@@ -75,9 +76,36 @@ export function pickNode(pod: Pod, nodes: readonly Node[]): Node | undefined {
   );
 }
 
+/** How the scheduler binds a pod to its node. */
+export type BindMethod = "binding" | "patch";
+
+/** Options of {@link Scheduler}. */
+export interface SchedulerOptions {
+  /**
+   * `binding`: POST a `Binding` to `pods/<name>/binding` (real kube-apiserver); `patch`: merge
+   * patch `spec.nodeName` (the API emulator). @default "patch"
+   */
+  readonly bind?: BindMethod;
+  /** Schedule only the pods of these namespaces (a shared cluster's other pods are left alone). */
+  readonly namespaces?: readonly string[];
+}
+
+/** The `pods/<name>/binding` subresource as a collection, for a POST through `create`. */
+function bindingOf(pod: string): Resource {
+  return {
+    group: "",
+    version: "v1",
+    plural: `pods/${encodeURIComponent(pod)}/binding`,
+    kind: "Binding",
+    namespaced: true,
+  };
+}
+
 /** The scheduler loop. */
 export class Scheduler {
   readonly #client: KubeClient;
+  readonly #bind: BindMethod;
+  readonly #namespaces: ReadonlySet<string> | undefined;
   readonly #log = logger("sandbox", "scheduler");
   readonly #nodes: Informer<Node>;
   readonly #pods: Informer<Pod>;
@@ -86,9 +114,11 @@ export class Scheduler {
   #timer: ReturnType<typeof setInterval> | undefined;
 
   /** Create a scheduler using `client`. */
-  constructor(client: KubeClient) {
+  constructor(client: KubeClient, options: SchedulerOptions = {}) {
     this.#client = client;
+    this.#bind = options.bind ?? "patch";
     this.#nodes = new Informer<Node>(client, NODES);
+    this.#namespaces = options.namespaces ? new Set(options.namespaces) : undefined;
     this.#pods = new Informer<Pod>(client, PODS, { fieldSelector: "spec.nodeName=" });
   }
 
@@ -111,14 +141,26 @@ export class Scheduler {
 
   async #schedule(pod: Pod): Promise<void> {
     if (pod.spec.nodeName || pod.metadata.deletionTimestamp) return;
+    if (this.#namespaces && !this.#namespaces.has(pod.metadata.namespace)) return;
     if ((pod.spec.schedulerName ?? "default-scheduler") !== "default-scheduler") return;
     const node = pickNode(pod, this.#nodes.list());
     if (!node) return;
     try {
-      await this.#client.patch(PODS, pod.metadata.name, pod.metadata.namespace, {
-        metadata: { resourceVersion: pod.metadata.resourceVersion },
-        spec: { nodeName: node.metadata.name },
-      });
+      if (this.#bind === "binding") {
+        await this.#client.create(bindingOf(pod.metadata.name), {
+          metadata: {
+            name: pod.metadata.name,
+            namespace: pod.metadata.namespace,
+            uid: pod.metadata.uid,
+          },
+          target: { apiVersion: "v1", kind: "Node", name: node.metadata.name },
+        });
+      } else {
+        await this.#client.patch(PODS, pod.metadata.name, pod.metadata.namespace, {
+          metadata: { resourceVersion: pod.metadata.resourceVersion },
+          spec: { nodeName: node.metadata.name },
+        });
+      }
       this.#log.info("Bound pod {pod} to node {node}", {
         pod: `${pod.metadata.namespace}/${pod.metadata.name}`,
         node: node.metadata.name,

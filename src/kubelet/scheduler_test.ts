@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
+import { FakeKubeClient } from "../kube/fake_client.ts";
+import type { KubeObject } from "../kube/client.ts";
+import { NODES, PODS, type Resource } from "../kube/resources.ts";
 import type { Node, Pod } from "./k8s_types.ts";
-import { pickNode } from "./scheduler.ts";
+import { pickNode, Scheduler } from "./scheduler.ts";
 
 const ready = { conditions: [{ type: "Ready", status: "True" }] };
 const node = (name: string, extra: Partial<Node> = {}): Node =>
@@ -33,4 +36,39 @@ Deno.test("picks the first ready node by name that fits selector, affinity and t
     pickNode(pod({ tolerations: [{ operator: "Exists" }] }), tainted)?.metadata.name,
     "t",
   );
+});
+
+/** The fake, plus the server side of `pods/<name>/binding`: records the POST, sets nodeName. */
+class BindingFake extends FakeKubeClient {
+  readonly bindings: string[] = [];
+  override async create<T extends KubeObject>(r: Resource, obj: T): Promise<T> {
+    const m = /^pods\/(.+)\/binding$/.exec(r.plural);
+    if (!m) return await super.create(r, obj);
+    const target = (obj as { target?: { name?: string } }).target?.name ?? "";
+    this.bindings.push(`${r.kind} ${obj.metadata?.namespace}/${m[1]} → ${target}`);
+    await this.patch(PODS, m[1]!, obj.metadata?.namespace, { spec: { nodeName: target } });
+    return obj;
+  }
+}
+
+Deno.test("Scheduler binds with pods/binding or a spec.nodeName patch, only in its namespaces", async () => {
+  for (const bind of ["binding", "patch"] as const) {
+    const c = new BindingFake();
+    await c.create(NODES, node("n1"));
+    await c.create(PODS, pod());
+    await c.create(PODS, { ...pod(), metadata: { name: "p", namespace: "other", uid: "u2" } });
+    const s = new Scheduler(c, { bind, namespaces: ["ns"] });
+    await s.start(5000);
+    try {
+      const deadline = Date.now() + 5000;
+      while ((await c.get<Pod>(PODS, "p", "ns"))?.spec.nodeName !== "n1") {
+        assert.ok(Date.now() < deadline, `${bind}: not bound within 5 s`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.deepEqual(c.bindings, bind === "binding" ? ["Binding ns/p → n1"] : []);
+      assert.equal((await c.get<Pod>(PODS, "p", "other"))?.spec.nodeName, undefined);
+    } finally {
+      await s.stop();
+    }
+  }
 });

@@ -1,7 +1,8 @@
 /**
  * `deno task sandbox`: the one-machine cluster on which the driver is shown end to end. The
- * control plane (API server, scheduler, PV binder) and the kubelet are emulated; processes, FUSE,
- * gRPC and S3 are real. Starts everything, runs the scenario, prints each step, then tears it all
+ * control plane (API server, scheduler, PV binder, csi-provisioner) and the kubelet are emulated —
+ * or, with `--real-apiserver`, the API server and PV binder are the real kube-apiserver and
+ * kube-controller-manager; processes, FUSE, gRPC and S3 are real. Starts everything, runs the scenario, prints each step, then tears it all
  * down and checks that nothing is left mounted or running (or waits for Ctrl-C with `--keep`).
  *
  * @module
@@ -110,8 +111,13 @@ export async function runSandbox(
     },
   });
   const r = new StepReporter();
-  r.line("s3-csi sandbox: the API server, scheduler, PV binder and kubelet are emulated;");
-  r.line("processes, FUSE mounts, CSI gRPC and S3 are real.");
+  if (config["real-apiserver"]) {
+    r.line("s3-csi sandbox: real kube-apiserver and kube-controller-manager; the scheduler,");
+    r.line("csi-provisioner and kubelet are emulated; processes, FUSE, CSI gRPC and S3 are real.");
+  } else {
+    r.line("s3-csi sandbox: the API server, scheduler, PV binder, csi-provisioner and kubelet are");
+    r.line("emulated; processes, FUSE mounts, CSI gRPC and S3 are real.");
+  }
   r.line(`state and logs: ${dir}`);
   r.line();
   const env = new SandboxEnv({
@@ -120,18 +126,21 @@ export async function runSandbox(
     s3: config.s3 as S3Choice,
     signal,
     withoutController: config["without-controller"],
+    realApiserver: config["real-apiserver"],
   }, r);
   try {
     if (await env.start() && !signal.aborted) {
       r.line();
       r.line(`kubeconfig: ${dir}/kubeconfig`);
       r.line(`  export KUBECONFIG=${dir}/kubeconfig`);
-      r.line("  kubectl get nodes,pv,pvc && kubectl get pods -A -o wide && kubectl get s3pa");
+      r.line(
+        "  kubectl get nodes,pv,pvc,sc -A && kubectl get pods -A -o wide && kubectl get s3pa -A",
+      );
       r.line("  kubectl get events -A --sort-by=.lastTimestamp");
       r.line(`logs: ${dir}/logs (driver processes), ${dir}/node-*/kubelet/pod-logs (containers)`);
       r.line();
       await runScenario(env, r, {
-        bucket: `sandbox-${crypto.randomUUID().slice(0, 8)}`,
+        bucket: `sandbox-${env.runId}`,
         mountTimeoutMs: config["mount-timeout"],
         controllerTimeoutMs: config["controller-timeout"],
         keepWorkload: config.keep,

@@ -37,6 +37,12 @@ export const SANDBOX_OPTIONS = {
     default: 90_000,
     description: "Longest wait for the workload to finish writing through the mount",
   },
+  "real-apiserver": {
+    type: "boolean",
+    default: false,
+    description:
+      "Use the real kube-apiserver tier (scripts/kube_real/: etcd, kube-apiserver, kube-controller-manager) instead of the API emulator; reused if already running, stopped at the end only if started here",
+  },
   "without-controller": {
     type: "boolean",
     default: false,

@@ -1,6 +1,8 @@
 /**
  * The sandbox's end-to-end scenario: a bucket, a static PV/PVC, a workload Pod that writes and reads
- * a file through the mount, the object checked in S3, then the workload deleted. Steps whose
+ * a file through the mount, the object checked in S3, then the workload deleted; then dynamic
+ * provisioning: a StorageClass of the driver, a PVC (→ CreateVolume, a new bucket), a pod writing
+ * through it, the object checked in S3, the PVC deleted (→ DeleteVolume, bucket gone). Steps whose
  * component has not landed yet are reported as pending — detected from what the running parts do
  * (an `Unimplemented` CSI error in the pod's FailedMount event, no attachment from the controller),
  * never hard-coded.
@@ -9,25 +11,24 @@
  */
 import { CreateBucketCommand, GetObjectCommand } from "@aws-sdk/client-s3";
 import type { KubeObject } from "../kube/client.ts";
-import { EVENTS, PODS, PVCS, PVS, S3PAS } from "../kube/resources.ts";
-import type { Pod } from "../kubelet/k8s_types.ts";
-import {
-  COMPONENT_MOUNTPOINT_POD,
-  DEFAULT_MOUNTPOINT_NAMESPACE,
-  LABEL_COMPONENT,
-} from "../mppod/labels.ts";
+import { EVENTS, PODS, PVCS, PVS, S3PAS, STORAGE_CLASSES } from "../kube/resources.ts";
+import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kubelet/k8s_types.ts";
+import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../mppod/labels.ts";
 import { DRIVER_NAME } from "../util/version.ts";
 import type { SandboxEnv } from "./sandbox_env.ts";
-import { PendingError, type StepReporter } from "./step_reporter.ts";
+import { PendingError, SkippedError, type StepReporter } from "./step_reporter.ts";
 
-/** Names used by the scenario. */
+/** Names used by the scenario (the PV and StorageClass get a run suffix on the real tier). */
 export const SCENARIO = {
-  namespace: "default",
   pv: "sandbox-pv",
   pvc: "sandbox-pvc",
   pod: "sandbox-writer",
   reader: "sandbox-reader",
   key: "hello.txt",
+  storageClass: "sandbox-s3",
+  dynamicPvc: "sandbox-dynamic-pvc",
+  dynamicPod: "sandbox-dynamic-writer",
+  dynamicKey: "dynamic.txt",
 } as const;
 
 /** Settings of {@link runScenario}. */
@@ -52,7 +53,8 @@ export async function runScenario(
   o: ScenarioOptions,
 ): Promise<void> {
   const c = env.client!;
-  const ns = SCENARIO.namespace;
+  const ns = env.namespace;
+  const pvName = env.unique(SCENARIO.pv);
   const content = `hello from the s3-csi sandbox ${new Date().toISOString()}`;
   const bucket = await r.step("Bucket created in S3", async () => {
     await env.s3Client!.send(new CreateBucketCommand({ Bucket: o.bucket }));
@@ -60,8 +62,9 @@ export async function runScenario(
   }, (b) => b);
   if (!bucket) return;
   const bound = await r.step("PV and PVC bound (static provisioning)", async () => {
+    env.created.push({ resource: PVS, name: pvName });
     await c.create(PVS, {
-      metadata: { name: SCENARIO.pv },
+      metadata: { name: pvName },
       spec: {
         capacity: { storage: "1Gi" },
         accessModes: ["ReadWriteMany"],
@@ -75,21 +78,26 @@ export async function runScenario(
         },
       },
     });
+    // kube-controller-manager binds a claim naming a PV it has not seen yet only at its next
+    // resync (15 s): let the PV become Available first.
+    await waitFor("the PV to be Available", async () => {
+      const pv = await c.get<PersistentVolume>(PVS, pvName);
+      return pv?.status?.phase === "Available";
+    }, 45_000);
     await c.create(PVCS, {
       metadata: { name: SCENARIO.pvc, namespace: ns },
       spec: {
         accessModes: ["ReadWriteMany"],
         storageClassName: "",
         resources: { requests: { storage: "1Gi" } },
-        volumeName: SCENARIO.pv,
+        volumeName: pvName,
       },
     });
-    for (let i = 0; i < 100; i++) {
-      const pvc = await c.get<{ status?: { phase?: string } } & KubeObject>(PVCS, SCENARIO.pvc, ns);
-      if (pvc?.status?.phase === "Bound") return `${SCENARIO.pvc} ⇄ ${SCENARIO.pv}`;
-      await sleep(100);
-    }
-    throw new Error("PVC not Bound within 10 s");
+    await waitFor("the PVC to be Bound", async () => {
+      const pvc = await c.get<PersistentVolumeClaim>(PVCS, SCENARIO.pvc, ns);
+      return pvc?.status?.phase === "Bound";
+    }, 45_000);
+    return `${SCENARIO.pvc} ⇄ ${pvName}`;
   }, (d) => d);
   if (!bound) return;
   const created = await r.step("Workload pod scheduled", async () => {
@@ -97,6 +105,8 @@ export async function runScenario(
       metadata: { name: SCENARIO.pod, namespace: ns },
       spec: {
         restartPolicy: "Never",
+        // No service-account token volume (a projected volume the kubelet emulator cannot serve).
+        automountServiceAccountToken: false,
         terminationGracePeriodSeconds: 10,
         securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
         containers: [{
@@ -248,6 +258,8 @@ export async function runScenario(
           metadata: { name: SCENARIO.reader, namespace: ns },
           spec: {
             restartPolicy: "Never",
+            // No service-account token volume (a projected volume the kubelet emulator cannot serve).
+            automountServiceAccountToken: false,
             nodeSelector: { "kubernetes.io/hostname": env.nodes[1]!.name },
             securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
             containers: [{
@@ -280,18 +292,29 @@ export async function runScenario(
       (node) => `read-only mount on ${node}, same content`,
     );
   }
-  if (o.keepWorkload) return;
+  if (!o.keepWorkload) await deleteWorkload(env, r, { done: !!done, attached: !!attached });
+  await dynamicProvisioning(env, r, o);
+}
+
+/** The static workload's deletion and the Mountpoint Pod's release. */
+async function deleteWorkload(
+  env: SandboxEnv,
+  r: StepReporter,
+  { done, attached }: { done: boolean; attached: boolean },
+): Promise<void> {
+  const c = env.client!;
+  const ns = env.namespace;
   await r.step(
     "Workload deleted: containers stopped, NodeUnpublishVolume, pod removed",
     async () => {
       await c.delete(PODS, SCENARIO.pod, ns);
       // Without a mount the pod waits for the in-flight publish: do not wait long for it.
-      const tries = !done && attached === undefined ? 50 : 300;
+      const tries = !done && !attached ? 50 : 300;
       for (let i = 0; i < tries; i++) {
         if (!(await c.get(PODS, SCENARIO.pod, ns))) return "";
         await sleep(100);
       }
-      if (!done && attached === undefined) {
+      if (!done && !attached) {
         throw new PendingError(
           5,
           "the pod is still Terminating after 5 s: kubelet unpublishes only after the in-flight NodePublishVolume returns, and the node plugin waits for a Mountpoint Pod",
@@ -304,7 +327,7 @@ export async function runScenario(
     if (!attached) throw new PendingError(5, "no Mountpoint Pod was created");
     for (let i = 0; i < 300; i++) {
       const mps = await c.list(PODS, {
-        namespace: DEFAULT_MOUNTPOINT_NAMESPACE,
+        namespace: env.mpNamespace,
         labelSelector: `${LABEL_COMPONENT}=${COMPONENT_MOUNTPOINT_POD}`,
       });
       if (!mps.items.length) return "";
@@ -312,6 +335,155 @@ export async function runScenario(
     }
     throw new Error("Mountpoint Pods remain after 30 s");
   });
+}
+
+/**
+ * Dynamic provisioning: StorageClass (default bucket mode, `deletePolicy: delete-all`) → PVC →
+ * CreateVolume (a new bucket) → PV bound → a pod writes through it → the object in S3 → pod and
+ * PVC deleted → DeleteVolume → PV and bucket gone. Pending (issue #7) without a csi-provisioner.
+ */
+async function dynamicProvisioning(
+  env: SandboxEnv,
+  r: StepReporter,
+  o: ScenarioOptions,
+): Promise<void> {
+  const c = env.client!;
+  const ns = env.namespace;
+  const scName = env.unique(SCENARIO.storageClass);
+  const content = `dynamically provisioned ${new Date().toISOString()}`;
+  const provisioned = await r.step(
+    "Dynamic provisioning: StorageClass + PVC → CreateVolume, PV bound, new bucket",
+    async () => {
+      if (!env.provisioner) {
+        throw new PendingError(
+          7,
+          env.controller
+            ? "the csi-provisioner emulation did not start"
+            : "no controller, so no CSI Controller service to provision with",
+        );
+      }
+      env.created.push({ resource: STORAGE_CLASSES, name: scName });
+      await c.create(STORAGE_CLASSES, {
+        metadata: { name: scName },
+        provisioner: DRIVER_NAME,
+        reclaimPolicy: "Delete",
+        volumeBindingMode: "Immediate",
+        mountOptions: ["allow-delete", "allow-overwrite"],
+        parameters: { deletePolicy: "delete-all" },
+      });
+      const pvc = await c.create<PersistentVolumeClaim>(PVCS, {
+        metadata: { name: SCENARIO.dynamicPvc, namespace: ns },
+        spec: {
+          storageClassName: scName,
+          accessModes: ["ReadWriteMany"],
+          resources: { requests: { storage: "1Gi" } },
+        },
+      });
+      await waitFor("the PVC to be Bound", async () => {
+        const got = await c.get<PersistentVolumeClaim>(PVCS, SCENARIO.dynamicPvc, ns);
+        if (got?.status?.phase === "Bound") return true;
+        if (env.s3?.kind === "s3rver") {
+          // The fake lacks some bucket APIs CreateVolume uses: say so instead of timing out.
+          const failed = (await c.list<
+            { reason?: string; message?: string; involvedObject?: { uid?: string } } & KubeObject
+          >(EVENTS, { namespace: ns })).items.find((e) =>
+            e.reason === "ProvisioningFailed" && e.involvedObject?.uid === pvc.metadata.uid &&
+            /NotImplemented/.test(e.message ?? "")
+          );
+          if (failed) {
+            throw new SkippedError(
+              `s3rver does not implement what CreateVolume needs (${
+                failed.message?.replace(/^.*NotImplemented: /, "")
+              }); use RGW (root)`,
+            );
+          }
+        }
+        return false;
+      }, 60_000);
+      const bound = (await c.get<PersistentVolumeClaim>(PVCS, SCENARIO.dynamicPvc, ns))!;
+      const pvName = bound.spec.volumeName ?? `pvc-${pvc.metadata.uid}`;
+      const pv = await c.get<PersistentVolume>(PVS, pvName);
+      const bucket = pv?.spec.csi?.volumeAttributes?.bucketName;
+      if (!bucket) throw new Error(`PV ${pvName} names no bucket`);
+      if (!(await env.bucketExists(bucket))) throw new Error(`bucket ${bucket} does not exist`);
+      return { pv: pvName, bucket };
+    },
+    (p) => `${SCENARIO.dynamicPvc} ⇄ ${p.pv}, bucket ${p.bucket}`,
+  );
+  if (!provisioned) {
+    await c.delete(PVCS, SCENARIO.dynamicPvc, ns).catch(() => false);
+    return;
+  }
+  const wrote = await r.step("Dynamic volume: a pod wrote a file through the mount", async () => {
+    const pod = await c.create<Pod>(PODS, {
+      metadata: { name: SCENARIO.dynamicPod, namespace: ns },
+      spec: {
+        restartPolicy: "Never",
+        // No service-account token volume (a projected volume the kubelet emulator cannot serve).
+        automountServiceAccountToken: false,
+        terminationGracePeriodSeconds: 10,
+        securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
+        containers: [{
+          name: "writer",
+          image: "busybox",
+          command: ["sh", "-c", `echo "$MESSAGE" > /data/${SCENARIO.dynamicKey}`],
+          env: [{ name: "MESSAGE", value: content }],
+          volumeMounts: [{ name: "s3", mountPath: "/data" }],
+        }],
+        volumes: [{ name: "s3", persistentVolumeClaim: { claimName: SCENARIO.dynamicPvc } }],
+      },
+    } as unknown as Pod);
+    let node = "";
+    await waitFor("the pod to succeed", async () => {
+      const p = await c.get<Pod>(PODS, SCENARIO.dynamicPod, ns);
+      if (p?.status?.phase === "Failed") {
+        const log = await readLog(env, pod, "writer");
+        throw new Error(`the pod failed: ${log.trim().split("\n").slice(-2).join(" | ")}`);
+      }
+      node = p?.spec.nodeName ?? "";
+      return p?.status?.phase === "Succeeded";
+    }, o.mountTimeoutMs);
+    return node;
+  }, (node) => `on ${node}`);
+  await r.step("Dynamic volume: object landed in S3", async () => {
+    if (wrote === undefined) throw new Error("nothing was written");
+    const obj = await env.s3Client!.send(
+      new GetObjectCommand({ Bucket: provisioned.bucket, Key: SCENARIO.dynamicKey }),
+    );
+    const body = (await obj.Body!.transformToString()).trim();
+    if (body !== content) throw new Error(`the object holds ${JSON.stringify(body)}`);
+    return `s3://${provisioned.bucket}/${SCENARIO.dynamicKey}`;
+  }, (d) => d);
+  await r.step(
+    "Dynamic volume: pod and PVC deleted → DeleteVolume, PV and bucket gone (delete-all)",
+    async () => {
+      await c.delete(PODS, SCENARIO.dynamicPod, ns).catch(() => false);
+      await waitFor(
+        "the pod to go",
+        async () => !(await c.get(PODS, SCENARIO.dynamicPod, ns)),
+        30_000,
+      );
+      await c.delete(PVCS, SCENARIO.dynamicPvc, ns);
+      await waitFor("the PV to go", async () => !(await c.get(PVS, provisioned.pv)), 60_000);
+      await waitFor(
+        `bucket ${provisioned.bucket} to go`,
+        async () => !(await env.bucketExists(provisioned.bucket)),
+        10_000,
+      );
+      return `${provisioned.pv}, ${provisioned.bucket}`;
+    },
+    (d) => d,
+  );
+  await c.delete(STORAGE_CLASSES, scName).catch(() => false);
+}
+
+/** Poll `check` every 200 ms until true; bounded. */
+async function waitFor(what: string, check: () => Promise<boolean>, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000} s`);
+    await sleep(200);
+  }
 }
 
 /** The last warning or error line of a process log, shortened. */

@@ -29,6 +29,18 @@ export class PendingError extends Error {
   }
 }
 
+/**
+ * Thrown inside a step to report it as skipped (`•`, not a failure): this environment cannot do
+ * it (e.g. the `s3rver` fake lacks an S3 feature), which says nothing about the driver.
+ */
+export class SkippedError extends Error {
+  /** `message` says why. */
+  constructor(message: string) {
+    super(message);
+    this.name = "SkippedError";
+  }
+}
+
 /** Collects and prints steps. */
 export class StepReporter {
   readonly steps: StepRecord[] = [];
@@ -70,6 +82,8 @@ export class StepReporter {
       const ms = performance.now() - t0;
       if (err instanceof PendingError) {
         this.report(title, "pending", `(issue #${err.issue}) ${err.message}`, ms);
+      } else if (err instanceof SkippedError) {
+        this.report(title, "info", `skipped: ${err.message}`, ms);
       } else {
         this.report(title, "failed", err instanceof Error ? err.message : String(err), ms);
       }
