@@ -36,6 +36,9 @@ import { type EngineCommand, engineCommand } from "./engine_command.ts";
 
 const log = logger("mounter");
 
+/** While waiting for the mount message, how often `mount.exit` is looked for. */
+export const EXIT_POLL_MS = 1000;
+
 /** Options of {@link Mounter}. */
 export interface MounterOptions {
   readonly sys: Sys;
@@ -131,14 +134,17 @@ export class Mounter {
       const remaining = deadline - performance.now();
       let conn;
       try {
+        // Accept in short slices so a `mount.exit` written meanwhile (the publish failed before
+        // anything was mounted, the pod is released) ends the wait at once.
         conn = await sys.accept(listener, {
-          timeoutMs: Math.max(0, remaining),
+          timeoutMs: Math.max(0, Math.min(remaining, EXIT_POLL_MS)),
           allowUids: this.#o.allowUids ?? [0],
           signal,
         });
       } catch (err) {
         if (signal.aborted) return undefined;
         if (err instanceof TimeoutError) {
+          if (deadline - performance.now() > 0) continue;
           if (!(await this.#exitRequested())) {
             await this.#reportError(
               `No mount message arrived on ${listener.path} within ${this.#o.receiveTimeoutMs} ms; the node plugin never published a volume through this pod`,

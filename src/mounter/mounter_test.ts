@@ -166,3 +166,14 @@ Deno.test("Mounter keeps serving after SIGTERM during the drain grace until the 
   spawner.onExit({ code: 0, signal: null });
   assert.equal(await running, MOUNTER_EXIT_OK);
 });
+
+Deno.test("Mounter waiting for a message exits 0 soon after mount.exit appears", async () => {
+  const { files, spawner, mounter } = setup(new FakeSpawner(), 60_000);
+  const started = performance.now();
+  const running = mounter.run(new AbortController().signal);
+  await new Promise((r) => setTimeout(r, 50));
+  await files.writeFile(`${COMM}/mount.exit`, "");
+  assert.equal(await running, MOUNTER_EXIT_OK);
+  assert.ok(performance.now() - started < 5000, "does not wait out the receive timeout");
+  assert.equal(spawner.spawned.length, 0);
+});

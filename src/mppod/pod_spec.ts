@@ -179,7 +179,15 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         image: config.image,
         imagePullPolicy: config.imagePullPolicy,
         command: [config.command],
-        env: [{ name: "MOUNTER_COMM_DIR", value: COMM_DIR }],
+        env: [
+          { name: "MOUNTER_COMM_DIR", value: COMM_DIR },
+          // On eviction (node drain) keep serving the workloads evicted alongside, until the node
+          // plugin unmounts; 30 s before the grace ends the engine is stopped cleanly.
+          {
+            name: "MOUNTER_DRAIN_GRACE",
+            value: `${Math.max(0, config.terminationGraceSeconds - 30)}s`,
+          },
+        ],
         resources: resources(config, target.volumeAttributes),
         securityContext: {
           allowPrivilegeEscalation: false,

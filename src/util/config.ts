@@ -162,11 +162,14 @@ export function parseConfig<T extends OptionSpecs>(
   const config: Record<string, string | boolean | number> = {};
   for (const [name, spec] of Object.entries(specs)) {
     const fromEnv = spec.env !== undefined ? env(spec.env) : undefined;
-    const raw = values[name] ?? (fromEnv !== undefined && fromEnv !== "" ? fromEnv : undefined);
+    // An empty variable means "empty" for a string setting (e.g. METRICS_ADDRESS="" turns the
+    // endpoint off) and "unset" for the other types.
+    const envValue = fromEnv === "" && spec.type !== "string" ? undefined : fromEnv;
+    const raw = values[name] ?? envValue;
     let value: string | boolean | number | undefined;
     if (raw !== undefined) value = convert(name, spec, raw);
     else value = spec.default;
-    if (value === undefined) {
+    if (value === undefined || (spec.required && value === "")) {
       if (spec.required) {
         throw new ConfigError(
           `Missing required setting ${label(name, spec)}: set the flag or the environment variable`,

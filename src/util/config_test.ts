@@ -109,3 +109,10 @@ Deno.test("helpText() lists every flag with env, default and required marks", ()
   assert.match(text, /--mode=<a\|b>/);
   assert.match(text, /--timeout=<duration>\s+Timeout \[env TIMEOUT, default 30000ms\]/);
 });
+
+Deno.test("parseConfig() reads an empty variable as empty for strings and unset for other types", () => {
+  const c = run(["--node-id=n"], { CSI_ENDPOINT: "", TIMEOUT: "" });
+  assert.equal(c.endpoint, "");
+  assert.equal(c.timeout, 30_000);
+  fails([], { CSI_NODE_NAME: "" }, /Missing required setting --node-id/);
+});

@@ -15,6 +15,7 @@ import { CONTROLLER_SOCKET_DIR } from "../../src/deploy/render_controller.ts";
 import { resolveValues } from "../../src/deploy/values_validate.ts";
 import { exists, spawnBinary, tempDir, waitFor } from "../_helpers.ts";
 import { deployCluster } from "./_deploy_cluster.ts";
+import { ensureCrd } from "../controller/_cluster.ts";
 
 function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -35,6 +36,9 @@ function probeUrl(c: Container, p: Probe): string {
 Deno.test("probes: the controller, started as its manifest says, answers its probes", async () => {
   await using dir = await tempDir();
   await using c = await deployCluster("emulator");
+  // As `deno task deploy` does first: the controller is ready only once its caches, including
+  // the attachments, have synced.
+  await ensureCrd(c.client);
   const values = resolveValues({ controller: { metricsPort: freePort() } });
   const dep = renderManifests(values).find((o) => o.kind === "Deployment")!;
   const ctr = containersOf(dep).find((x) => x.name === "s3-csi-controller")!;
@@ -56,7 +60,9 @@ Deno.test("probes: the controller, started as its manifest says, answers its pro
         const r = await fetch(url).catch(() => undefined);
         await r?.body?.cancel();
         return r?.status === 200;
-      }, { timeoutMs: 30_000, intervalMs: 200 });
+      }, { timeoutMs: 30_000, intervalMs: 200 }).catch((err) => {
+        throw new Error(`${err.message}; controller log:\n${proc.stderr().slice(-3000)}`);
+      });
     }
     const provisioner = containersOf(dep).find((x) => x.name === "csi-provisioner")!;
     const address = provisioner.args!.find((a) => a.startsWith("--csi-address="))!.split("=")[1]!;
