@@ -53,7 +53,8 @@ export function sandboxRgwEnv(): Record<string, string> {
   const base = SANDBOX_RGW_PORTS.find((p) => portFree(p) && portFree(p + 10)) ??
     SANDBOX_RGW_PORTS[0];
   return {
-    S3_STATE_DIR: `${SANDBOX_RGW_STATE_DIR}-${Deno.pid}`,
+    // Unique per sandbox: test files run with --parallel share one process (and pid).
+    S3_STATE_DIR: `${SANDBOX_RGW_STATE_DIR}-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
     RGW_PORT: String(base),
     RGW_MON_PORT: String(base + 10),
     RGW_OSD_PORTS: `${base + 20}-${base + 99}`,

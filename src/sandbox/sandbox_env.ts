@@ -418,18 +418,21 @@ export class SandboxEnv {
     const workloads = (await c.list<Pod>(PODS, { namespace: ns }).catch(() => ({
       items: [] as Pod[],
     }))).items;
-    if (!workloads.length) return;
     const t0 = performance.now();
     const title = "Remaining pods deleted through the API (unpublish, then release)";
     try {
       for (const p of workloads) {
         await c.delete(PODS, p.metadata.name, p.metadata.namespace).catch(() => false);
       }
-      await waitUntil(
-        "the workload pods to go",
-        async () => !(await c.list<Pod>(PODS, { namespace: ns })).items.length,
-        10_000,
-      );
+      if (workloads.length) {
+        await waitUntil(
+          "the workload pods to go",
+          async () => !(await c.list<Pod>(PODS, { namespace: ns })).items.length,
+          10_000,
+        );
+      }
+      // Even with no workload left, Mountpoint Pods may still be releasing (needs-unmount →
+      // unmount → Succeeded): stopping the controller and kubelets now would leave mounts.
       if (this.controller && this.controller.exitCode === undefined) {
         await waitUntil(
           "the Mountpoint Pods to go",
