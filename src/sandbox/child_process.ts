@@ -107,3 +107,81 @@ export class ChildProcess {
     return await this.status;
   }
 }
+
+/**
+ * A child restarted when it dies unexpectedly (a non-zero exit while nobody stops it), as kubelet
+ * restarts a DaemonSet container (`restartPolicy: Always`). Same surface as {@link ChildProcess}.
+ */
+export class SupervisedProcess {
+  #current: ChildProcess;
+  #stopping = false;
+  #restarts = 0;
+  readonly #start: () => Promise<ChildProcess>;
+  readonly #restartDelayMs: number;
+  /** Final exit code (after {@link stop}, or a clean exit). */
+  exitCode: number | undefined;
+  readonly status: Promise<number>;
+
+  private constructor(
+    first: ChildProcess,
+    start: () => Promise<ChildProcess>,
+    restartDelayMs: number,
+  ) {
+    this.#current = first;
+    this.#start = start;
+    this.#restartDelayMs = restartDelayMs;
+    this.status = this.#watch();
+  }
+
+  /** Start the first process with `start` and supervise it. */
+  static async start(
+    start: () => Promise<ChildProcess>,
+    restartDelayMs = 1000,
+  ): Promise<SupervisedProcess> {
+    return new SupervisedProcess(await start(), start, restartDelayMs);
+  }
+
+  async #watch(): Promise<number> {
+    for (;;) {
+      const code = await this.#current.status;
+      if (this.#stopping || code === 0) {
+        this.exitCode = code;
+        return code;
+      }
+      this.#restarts++;
+      await new Promise((r) => setTimeout(r, this.#restartDelayMs));
+      if (this.#stopping) {
+        this.exitCode = code;
+        return code;
+      }
+      this.#current = await this.#start();
+    }
+  }
+
+  /** Name of the process. */
+  get name(): string {
+    return this.#current.name;
+  }
+
+  /** Log file (shared by every restart). */
+  get logPath(): string {
+    return this.#current.logPath;
+  }
+
+  /** Process id of the current process. */
+  get pid(): number {
+    return this.#current.pid;
+  }
+
+  /** How many times the process was restarted. */
+  get restarts(): number {
+    return this.#restarts;
+  }
+
+  /** Stop for good: SIGTERM, SIGKILL after `graceMs`. */
+  async stop(graceMs = 10_000): Promise<number> {
+    this.#stopping = true;
+    await this.#current.stop(graceMs);
+    return await this.status;
+  }
+}

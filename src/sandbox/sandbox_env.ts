@@ -38,7 +38,7 @@ import { Provisioner } from "../provisioner/provisioner.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_NAME } from "../util/version.ts";
-import { ChildProcess } from "./child_process.ts";
+import { ChildProcess, SupervisedProcess } from "./child_process.ts";
 import { type RealTier, startRealTier } from "./kube_real.ts";
 import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
 import type { StepReporter } from "./step_reporter.ts";
@@ -51,7 +51,7 @@ export interface SandboxNode {
   readonly name: string;
   readonly root: string;
   readonly socket: string;
-  readonly plugin: ChildProcess;
+  readonly plugin: SupervisedProcess;
   readonly kubelet: Kubelet;
 }
 
@@ -341,29 +341,33 @@ export class SandboxEnv {
     await Deno.mkdir(root, { recursive: true });
     const socket = `${pluginDir(root)}/csi.sock`;
     const e = this.s3!.env;
-    const plugin = await ChildProcess.binary(
-      "node",
-      [
-        "--endpoint",
-        `unix://${socket}`,
-        "--kubelet-path",
-        root,
-        "--shutdown-grace",
-        "3s",
-      ],
-      {
-        KUBECONFIG: this.kubeconfig,
-        CSI_NODE_NAME: name,
-        MOUNTPOINT_NAMESPACE: this.mpNamespace,
-        AWS_ACCESS_KEY_ID: e.AWS_ACCESS_KEY_ID,
-        AWS_SECRET_ACCESS_KEY: e.AWS_SECRET_ACCESS_KEY,
-        AWS_REGION: e.AWS_REGION,
-        AWS_ENDPOINT_URL: e.S3_ENDPOINT,
-        S3_ENDPOINT_URL: e.S3_ENDPOINT,
-        LOG_FORMAT: "text",
-      },
-      `${this.logDir}/node-plugin-${name}.log`,
-      `node plugin ${name}`,
+    // Supervised like a DaemonSet container: a crashed node plugin is restarted, and it adopts the
+    // live mounts of its node when it starts again.
+    const plugin = await SupervisedProcess.start(() =>
+      ChildProcess.binary(
+        "node",
+        [
+          "--endpoint",
+          `unix://${socket}`,
+          "--kubelet-path",
+          root,
+          "--shutdown-grace",
+          "3s",
+        ],
+        {
+          KUBECONFIG: this.kubeconfig,
+          CSI_NODE_NAME: name,
+          MOUNTPOINT_NAMESPACE: this.mpNamespace,
+          AWS_ACCESS_KEY_ID: e.AWS_ACCESS_KEY_ID,
+          AWS_SECRET_ACCESS_KEY: e.AWS_SECRET_ACCESS_KEY,
+          AWS_REGION: e.AWS_REGION,
+          AWS_ENDPOINT_URL: e.S3_ENDPOINT,
+          S3_ENDPOINT_URL: e.S3_ENDPOINT,
+          LOG_FORMAT: "text",
+        },
+        `${this.logDir}/node-plugin-${name}.log`,
+        `node plugin ${name}`,
+      )
     );
     const kubelet = new Kubelet({
       client: this.client!,
