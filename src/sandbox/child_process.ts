@@ -108,9 +108,12 @@ export class ChildProcess {
   }
 }
 
+/** Restarts before a supervised process is considered crash-looping. */
+export const MAX_RESTARTS = 5;
+
 /**
- * A child restarted when it dies unexpectedly (a non-zero exit while nobody stops it), as kubelet
- * restarts a DaemonSet container (`restartPolicy: Always`). Same surface as {@link ChildProcess}.
+ * A child restarted whenever it exits while nobody stops it, as kubelet restarts a DaemonSet
+ * container (`restartPolicy: Always`). Same surface as {@link ChildProcess}.
  */
 export class SupervisedProcess {
   #current: ChildProcess;
@@ -144,7 +147,8 @@ export class SupervisedProcess {
   async #watch(): Promise<number> {
     for (;;) {
       const code = await this.#current.status;
-      if (this.#stopping || code === 0) {
+      // A crash loop (e.g. bad configuration) is reported, not hidden: give up after a few.
+      if (this.#stopping || this.#restarts >= MAX_RESTARTS) {
         this.exitCode = code;
         return code;
       }

@@ -311,9 +311,16 @@ export class E2E {
   async #diagnose(pod: Pod): Promise<string> {
     const last = (await this.events(pod)).at(-1)?.message;
     const p = await this.client.get<Pod>(PODS, pod.metadata.name, NS);
+    // The node plugins' own words (restarts included) explain most publish failures.
+    const plugins = await Promise.all(this.env.nodes.map(async (n) => {
+      const text = await Deno.readTextFile(n.plugin.logPath).catch(() => "");
+      return `\n--- ${n.name} node plugin (restarts ${n.plugin.restarts}), last lines:\n${
+        text.slice(-1500)
+      }`;
+    }));
     return `phase ${p?.status?.phase ?? "gone"}${last ? `; last FailedMount: ${last}` : ""}; log: ${
       JSON.stringify((await this.log(pod)).slice(-800))
-    }`;
+    }${plugins.join("")}`;
   }
 
   /** Wait until a pod reached one of `phases` (Failed is an error unless listed). */
