@@ -27,6 +27,9 @@ import { apiVersionOf, collectionPath, itemPath, type Resource } from "./resourc
 /** A watch that delivers no byte for this long is re-opened (the server sends bookmarks more often). */
 export const WATCH_INACTIVITY_MS = 30_000;
 
+/** How many times a 429 (Too Many Requests) answer is retried after its Retry-After. */
+export const MAX_TOO_MANY_REQUESTS_RETRIES = 5;
+
 /** How often a token file is re-read. */
 export const AUTH_REFRESH_MS = 60_000;
 
@@ -165,16 +168,32 @@ export class RestKubeClient implements KubeClient {
         dispatcher: this.#dispatcher,
         ...(opts.signal ? { signal: opts.signal } : {}),
       });
+    let response;
     try {
-      return await send();
+      response = await send();
     } catch (err) {
       // A pooled keep-alive connection the server closed (restart, idle timeout) fails before any
       // response: retry once on a fresh connection. Writes are safe to repeat here because
       // callers use resourceVersions and deterministic names (AlreadyExists/Conflict are handled).
       if (opts.signal?.aborted || !isConnectionError(err)) throw err;
       await new Promise((r) => setTimeout(r, 200));
-      return await send();
+      response = await send();
     }
+    // 429: the server asks to come back later (API priority and fairness, or a watch cache that
+    // is still initializing, e.g. right after a CRD was created or the server restarted).
+    for (
+      let attempt = 0;
+      response.status === 429 && attempt < MAX_TOO_MANY_REQUESTS_RETRIES;
+      attempt++
+    ) {
+      const after = Number(response.headers.get("retry-after") ?? "1");
+      await response.body?.cancel();
+      const waitMs = Math.min(Number.isFinite(after) && after > 0 ? after * 1000 : 1000, 5000);
+      await new Promise((r) => setTimeout(r, waitMs));
+      if (opts.signal?.aborted) break;
+      response = await send();
+    }
+    return response;
   }
 
   async #json<T>(what: string, response: Awaited<ReturnType<typeof fetch>>): Promise<T> {
