@@ -18,8 +18,14 @@ import {
 import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
-import { ENTRYPOINTS, type Running, runToEnd, spawn, waitFor } from "../_helpers.ts";
-import { type Harness, MP_UID, skipReason, startHarness } from "../node/_harness.ts";
+import { type Running, runToEnd, spawn, waitFor } from "../_helpers.ts";
+import {
+  type Harness,
+  MOUNTER_ENV,
+  mounterArgs,
+  skipReason,
+  startHarness,
+} from "../node/_harness.ts";
 import { emptyAndDeleteBucket } from "../node/_s3_cleanup.ts";
 
 const PUBLISH_ONCE = new URL("./_publish_once.ts", import.meta.url).pathname;
@@ -299,18 +305,10 @@ export async function startNsMounter(
     "--fork",
     "--kill-child",
     "setpriv",
-    `--reuid=${MP_UID}`,
-    `--regid=${MP_UID}`,
-    "--clear-groups",
-    Deno.execPath(),
-    "run",
-    "-A",
-    "--quiet",
-    ENTRYPOINTS.mounter,
-    `--comm-dir=${commDir}`,
-    "--engine=rclone",
-    "--log-format=text",
-  ], { env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/tmp" } });
+    ...mounterArgs(commDir),
+  ], {
+    env: MOUNTER_ENV,
+  });
   if (waitSocket) {
     await waitFor(
       "the mounter socket",

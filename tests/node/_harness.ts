@@ -104,9 +104,15 @@ export function nodeTest(name: string, fn: (t: Deno.TestContext) => Promise<void
   });
 }
 
-/** Start the mounter binary as uid 1000 on `commDir`. */
-export function startMounter(commDir: string, extraArgs: string[] = []): Running {
-  return spawn("setpriv", [
+/** The environment the mounter runs with in tests (a Mountpoint Pod's is as small). */
+export const MOUNTER_ENV: Record<string, string> = {
+  PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
+  HOME: "/tmp",
+};
+
+/** `setpriv` arguments that run the mounter binary as uid 1000 on `commDir`. */
+export function mounterArgs(commDir: string, extraArgs: string[] = []): string[] {
+  return [
     `--reuid=${MP_UID}`,
     `--regid=${MP_UID}`,
     "--clear-groups",
@@ -119,7 +125,12 @@ export function startMounter(commDir: string, extraArgs: string[] = []): Running
     "--engine=rclone",
     "--log-format=text",
     ...extraArgs,
-  ], { env: { PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin", HOME: "/tmp" } });
+  ];
+}
+
+/** Start the mounter binary as uid 1000 on `commDir`. */
+export function startMounter(commDir: string, extraArgs: string[] = []): Running {
+  return spawn("setpriv", mounterArgs(commDir, extraArgs), { env: MOUNTER_ENV });
 }
 
 /** A Mountpoint Pod: API object + comm dir + mounter process. */
