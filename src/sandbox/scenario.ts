@@ -47,6 +47,35 @@ function sleep(ms: number): Promise<void> {
 }
 
 /** Run the scenario; every outcome is reported through `r`. */
+
+/** A one-container workload that runs `script` with `$MESSAGE` set and the claim at `/data`. */
+function writerPod(
+  name: string,
+  namespace: string,
+  claim: string,
+  script: string,
+  message: string,
+): Pod {
+  return {
+    metadata: { name, namespace },
+    spec: {
+      restartPolicy: "Never",
+      // No service-account token volume (a projected volume the kubelet emulator cannot serve).
+      automountServiceAccountToken: false,
+      terminationGracePeriodSeconds: 10,
+      securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
+      containers: [{
+        name: "writer",
+        image: "busybox",
+        command: ["sh", "-c", script],
+        env: [{ name: "MESSAGE", value: message }],
+        volumeMounts: [{ name: "s3", mountPath: "/data" }],
+      }],
+      volumes: [{ name: "s3", persistentVolumeClaim: { claimName: claim } }],
+    },
+  } as unknown as Pod;
+}
+
 export async function runScenario(
   env: SandboxEnv,
   r: StepReporter,
@@ -101,30 +130,18 @@ export async function runScenario(
   }, (d) => d);
   if (!bound) return;
   const created = await r.step("Workload pod scheduled", async () => {
-    const pod = await c.create<Pod>(PODS, {
-      metadata: { name: SCENARIO.pod, namespace: ns },
-      spec: {
-        restartPolicy: "Never",
-        // No service-account token volume (a projected volume the kubelet emulator cannot serve).
-        automountServiceAccountToken: false,
-        terminationGracePeriodSeconds: 10,
-        securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
-        containers: [{
-          name: "writer",
-          image: "busybox",
-          command: [
-            "sh",
-            "-c",
-            `echo "$MESSAGE" > /data/${SCENARIO.key} && cat /data/${SCENARIO.key}${
-              o.keepWorkload ? " && exec sleep 86400" : ""
-            }`,
-          ],
-          env: [{ name: "MESSAGE", value: content }],
-          volumeMounts: [{ name: "s3", mountPath: "/data" }],
-        }],
-        volumes: [{ name: "s3", persistentVolumeClaim: { claimName: SCENARIO.pvc } }],
-      },
-    } as unknown as Pod);
+    const pod = await c.create<Pod>(
+      PODS,
+      writerPod(
+        SCENARIO.pod,
+        ns,
+        SCENARIO.pvc,
+        `echo "$MESSAGE" > /data/${SCENARIO.key} && cat /data/${SCENARIO.key}${
+          o.keepWorkload ? " && exec sleep 86400" : ""
+        }`,
+        content,
+      ),
+    );
     for (let i = 0; i < 100; i++) {
       const p = await c.get<Pod>(PODS, SCENARIO.pod, ns);
       if (p?.spec.nodeName) return p;
@@ -415,24 +432,16 @@ async function dynamicProvisioning(
     return;
   }
   const wrote = await r.step("Dynamic volume: a pod wrote a file through the mount", async () => {
-    const pod = await c.create<Pod>(PODS, {
-      metadata: { name: SCENARIO.dynamicPod, namespace: ns },
-      spec: {
-        restartPolicy: "Never",
-        // No service-account token volume (a projected volume the kubelet emulator cannot serve).
-        automountServiceAccountToken: false,
-        terminationGracePeriodSeconds: 10,
-        securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
-        containers: [{
-          name: "writer",
-          image: "busybox",
-          command: ["sh", "-c", `echo "$MESSAGE" > /data/${SCENARIO.dynamicKey}`],
-          env: [{ name: "MESSAGE", value: content }],
-          volumeMounts: [{ name: "s3", mountPath: "/data" }],
-        }],
-        volumes: [{ name: "s3", persistentVolumeClaim: { claimName: SCENARIO.dynamicPvc } }],
-      },
-    } as unknown as Pod);
+    const pod = await c.create<Pod>(
+      PODS,
+      writerPod(
+        SCENARIO.dynamicPod,
+        ns,
+        SCENARIO.dynamicPvc,
+        `echo "$MESSAGE" > /data/${SCENARIO.dynamicKey}`,
+        content,
+      ),
+    );
     let node = "";
     await waitFor("the pod to succeed", async () => {
       const p = await c.get<Pod>(PODS, SCENARIO.dynamicPod, ns);
