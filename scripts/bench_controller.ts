@@ -85,7 +85,7 @@ if (!kubeconfig) {
     args: [
       "run",
       "-A",
-      `${ROOT}src/cmd/apiserver/main.ts`,
+      `${ROOT}tests/testbed/cmd/apiserver/main.ts`,
       "--port",
       "0",
       "--insecure",

@@ -1,5 +1,5 @@
 /**
- * Node plugin benchmark (root, real FUSE, RGW from scripts/s3/rgw_start.sh):
+ * Node plugin benchmark (root, real FUSE, RGW from tests/testbed/services/s3/rgw_start.sh):
  *
  * 1. NodePublishVolume latency, p50/p99 over N publishes:
  *    a. new source mount on an already Running Mountpoint Pod (fd passing + engine start + ready);

@@ -33,8 +33,8 @@ filter=()
 # absent; in CI (CI=true) a service that cannot start fails the run.
 cleanup() {
   [ "${KEEP_SERVICES:-}" = "1" ] && return 0
-  [ -n "${RGW_STARTED:-}" ] && bash scripts/s3/rgw_stop.sh >/dev/null 2>&1
-  [ -n "${KUBE_REAL_STARTED:-}" ] && bash scripts/kube_real/stop.sh >/dev/null 2>&1
+  [ -n "${RGW_STARTED:-}" ] && bash tests/testbed/services/s3/rgw_stop.sh >/dev/null 2>&1
+  [ -n "${KUBE_REAL_STARTED:-}" ] && bash tests/testbed/services/kube_real/stop.sh >/dev/null 2>&1
   [ -n "${KUBE_REAL_BUILD_PID:-}" ] && kill "$KUBE_REAL_BUILD_PID" 2>/dev/null
   return 0
 }
@@ -45,7 +45,7 @@ service_failed() {
 }
 # The real kube-apiserver tier builds from Go modules (minutes on a new machine): start it now.
 if [ "${SKIP_KUBE_REAL:-}" != "1" ]; then
-  bash scripts/kube_real/build.sh > dist/kube-real-build.log 2>&1 &
+  bash tests/testbed/services/kube_real/build.sh > dist/kube-real-build.log 2>&1 &
   KUBE_REAL_BUILD_PID=$!
 fi
 
@@ -53,11 +53,11 @@ step fmt deno fmt --check
 step lint deno lint
 step check deno task check
 # Unit tests get no permissions, except two env vars the yaml package reads when parsing.
-step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/
+step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/ tests/testbed/
 step gen deno task gen:check
 
 if [ "$(id -u)" -eq 0 ] && [ "${SKIP_RGW:-}" != "1" ]; then
-  if env_lines=$(bash scripts/s3/rgw_start.sh 2>dist/rgw-start.log); then
+  if env_lines=$(bash tests/testbed/services/s3/rgw_start.sh 2>dist/rgw-start.log); then
     RGW_STARTED=1
     set -a; eval "$env_lines"; set +a
     export S3_ENV_FILE="${S3_STATE_DIR:-/var/tmp/s3csi-rgw}/env"
@@ -72,7 +72,7 @@ if [ -n "${KUBE_REAL_BUILD_PID:-}" ]; then
   rc=0; wait "$KUBE_REAL_BUILD_PID" || rc=$?
   KUBE_REAL_BUILD_PID=""
   if [ "$rc" -eq 0 ]; then
-    rc=0; kcfg=$(bash scripts/kube_real/start.sh 2>dist/kube-real-start.log) || rc=$?
+    rc=0; kcfg=$(bash tests/testbed/services/kube_real/start.sh 2>dist/kube-real-start.log) || rc=$?
     if [ "$rc" -eq 0 ]; then
       KUBE_REAL_STARTED=1
       export KUBE_REAL_KUBECONFIG="$kcfg"
@@ -92,6 +92,7 @@ reports=("$REPORTS/unit.xml")
 # shellcheck disable=SC2086
 for tier in ${TEST_PATHS:-tests/*/}; do
   name=$(basename "$tier")
+  [ "$name" = testbed ] && continue # its unit tests ran with the unit step
   [ -n "$(find "$tier" -name '*_test.ts' -print -quit)" ] || continue
   reports+=("$REPORTS/integration-$name.xml")
   step "integration:$name" deno test -A --junit-path="$REPORTS/integration-$name.xml" "${filter[@]}" "$tier"

@@ -1,12 +1,12 @@
 /**
- * `deno task apiserver` (src/cmd/apiserver/main.ts) as a separate process: it writes the
+ * `deno task apiserver` (tests/testbed/cmd/apiserver/main.ts) as a separate process: it writes the
  * kubeconfig once it listens, kubectl and a client-node child process (informer) work with it
  * over HTTPS + token, and SIGTERM stops it.
  */
 import assert from "node:assert/strict";
 import { kubectl, waitFor } from "./_helpers.ts";
 
-const MAIN = new URL("../../src/cmd/apiserver/main.ts", import.meta.url).pathname;
+const MAIN = new URL("../../tests/testbed/cmd/apiserver/main.ts", import.meta.url).pathname;
 
 Deno.test("s3-csi-apiserver writes a kubeconfig, serves kubectl and exits on SIGTERM", async () => {
   const dir = await Deno.makeTempDir();

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
-import { type ApiServer, startApiServer } from "../../src/apiserver/api_server.ts";
+import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.ts";
 import { waitFor } from "./_helpers.ts";
 
 interface Seen {

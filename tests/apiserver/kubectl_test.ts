@@ -4,7 +4,7 @@
  * of a Deployment (twice = no-op, conflicts), and 409 on a stale update.
  */
 import assert from "node:assert/strict";
-import { type ApiServer, startApiServer } from "../../src/apiserver/api_server.ts";
+import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.ts";
 import { s3paCrd } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import { kubectl, podManifest, waitFor } from "./_helpers.ts";
 

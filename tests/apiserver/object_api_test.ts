@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import * as k8s from "@kubernetes/client-node";
-import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { s3paCrd } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 
 Deno.test({

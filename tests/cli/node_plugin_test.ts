@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { connectCsi } from "../../src/csi/client.ts";
-import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { ensureCrd } from "../controller/_cluster.ts";

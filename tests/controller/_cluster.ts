@@ -1,6 +1,6 @@
 /**
  * Test clusters for controller tests: the API emulator (always) and a real kube-apiserver when
- * `KUBE_REAL_KUBECONFIG` names its kubeconfig (the tier started by `scripts/kube_real/start.sh`).
+ * `KUBE_REAL_KUBECONFIG` names its kubeconfig (the tier started by `tests/testbed/services/kube_real/start.sh`).
  * Both are reached through the same client code production uses.
  *
  * @module
@@ -10,7 +10,7 @@ import type { KubeClient } from "../../src/kube/client.ts";
 import { CRDS, NAMESPACES, PRIORITY_CLASSES, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
-import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { waitFor } from "../_helpers.ts";
 
 /** A cluster to test against. */

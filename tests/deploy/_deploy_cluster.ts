@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import type { Manifest } from "../../src/deploy/k8s_objects.ts";
 import { resourceOf } from "../../src/deploy/kinds.ts";
 import { renderManifests } from "../../src/deploy/render.ts";

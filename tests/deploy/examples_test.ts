@@ -13,7 +13,7 @@ import { PARAM } from "../../src/provisioning/parameters.ts";
 import { defaultValues } from "../../src/deploy/values.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
 import { ROOT } from "../_helpers.ts";
-import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import {

@@ -23,19 +23,19 @@ import {
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { ApiEventRecorder } from "../../src/kube/event_recorder.ts";
 import { EVENTS, PODS, PVCS, PVS, S3PAS, SECRETS } from "../../src/kube/resources.ts";
-import type { Pod } from "../../src/kubelet/k8s_types.ts";
+import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import {
   ANNOTATION_NEEDS_UNMOUNT,
   COMPONENT_MOUNTPOINT_POD,
   DEFAULT_MOUNTPOINT_NAMESPACE,
   LABEL_COMPONENT,
 } from "../../src/mppod/labels.ts";
-import { Provisioner } from "../../src/provisioner/provisioner.ts";
-import { ChildProcess } from "../../src/sandbox/child_process.ts";
-import { mountsUnder, processesUsing } from "../../src/sandbox/sandbox.ts";
-import { SandboxEnv } from "../../src/sandbox/sandbox_env.ts";
-import type { S3Env } from "../../src/sandbox/s3_server.ts";
-import { StepReporter } from "../../src/sandbox/step_reporter.ts";
+import { Provisioner } from "../testbed/csi_provisioner/provisioner.ts";
+import { ChildProcess } from "../testbed/sandbox/child_process.ts";
+import { mountsUnder, processesUsing } from "../testbed/sandbox/sandbox.ts";
+import { SandboxEnv } from "../testbed/sandbox/sandbox_env.ts";
+import type { S3Env } from "../testbed/sandbox/s3_server.ts";
+import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
 import { unmount } from "../../src/sys/mount.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
@@ -60,7 +60,7 @@ export function e2eSkipReason(): string | undefined {
   }
   if (!commandExists("rclone")) return "needs rclone (the FUSE engine)";
   if (!commandExists("radosgw")) {
-    return "needs Ceph RGW (radosgw): run scripts/s3/rgw_start.sh once to install it";
+    return "needs Ceph RGW (radosgw): run tests/testbed/services/s3/rgw_start.sh once to install it";
   }
   if (!commandExists("setpriv")) return "needs setpriv (util-linux)";
   return undefined;

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { PODS, SECRETS } from "../../src/kube/resources.ts";
-import type { Pod } from "../../src/kubelet/k8s_types.ts";
+import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { waitFor } from "../_helpers.ts";
 import { type E2E, e2eTest, findFiles, type KubeEvent, NS, report, unique } from "./_e2e.ts";
 

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import type { KubeObject } from "../../src/kube/client.ts";
 import { PVCS, SECRETS, STORAGE_CLASSES } from "../../src/kube/resources.ts";
-import type { Pod } from "../../src/kubelet/k8s_types.ts";
+import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { CREDENTIALS_FILE } from "../../src/node/credentials.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { runToEnd } from "../_helpers.ts";

@@ -10,7 +10,7 @@ import type { MountpointS3PodAttachment } from "../../src/api/mountpoint_s3_pod_
 import { NAMESPACES, PODS, PRIORITY_CLASSES, PVCS, PVS, S3PAS } from "../../src/kube/resources.ts";
 import type { Pod } from "../../src/kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
-import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { ROOT, type Running, spawnBinary, waitFor } from "../_helpers.ts";

@@ -1,12 +1,12 @@
 /**
  * Runs the Kubernetes API contract (`cases_read.ts`, `cases_write.ts`) against the emulator (always) and against a
  * real cluster when `KUBE_REAL_KUBECONFIG` (or `KUBECONFIG`) names a kubeconfig, e.g. the one
- * `scripts/kube_real/start.sh` writes at `/var/tmp/s3csi-kube-real/kubeconfig`.
+ * `tests/testbed/services/kube_real/start.sh` writes at `/var/tmp/s3csi-kube-real/kubeconfig`.
  *
  *   deno test -A tests/kube_contract/
  *   KUBE_REAL_KUBECONFIG=/var/tmp/s3csi-kube-real/kubeconfig deno test -A tests/kube_contract/
  */
-import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { READ_CASES } from "./cases_read.ts";
 import { WRITE_CASES } from "./cases_write.ts";
 import { KubeHttp, type KubeTarget, loadTarget } from "./kube_http.ts";

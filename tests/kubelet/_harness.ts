@@ -5,7 +5,7 @@
  * @module
  */
 import { KubeConfig } from "@kubernetes/client-node";
-import { type ApiServer, startApiServer } from "../../src/apiserver/api_server.ts";
+import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.ts";
 import { CsiServer } from "../../src/csi/server.ts";
 import type {
   NodeGetCapabilitiesResponse,
@@ -17,10 +17,10 @@ import type {
 import { CsiError } from "../../src/csi/errors.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
-import { Kubelet, type KubeletOptions } from "../../src/kubelet/kubelet.ts";
-import { prepareMounterImage } from "../../src/kubelet/mounter_image.ts";
-import { CSI_DRIVERS } from "../../src/kubelet/kubelet_resources.ts";
-import { VolumeBinder } from "../../src/kubelet/volume_binder.ts";
+import { Kubelet, type KubeletOptions } from "../testbed/kubelet/kubelet.ts";
+import { prepareMounterImage } from "../testbed/kubelet/mounter_image.ts";
+import { CSI_DRIVERS } from "../testbed/kubelet/kubelet_resources.ts";
+import { VolumeBinder } from "../testbed/control_plane/volume_binder.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
 
 /** Calls received by the test node server, in order. */

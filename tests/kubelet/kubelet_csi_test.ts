@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { EVENTS, PODS, SECRETS } from "../../src/kube/resources.ts";
 import { PVCS, PVS } from "../../src/kube/resources.ts";
-import { csiTargetPath, csiVolumeDir, podDir } from "../../src/kubelet/kubelet_paths.ts";
-import type { Pod } from "../../src/kubelet/k8s_types.ts";
+import { csiTargetPath, csiVolumeDir, podDir } from "../testbed/kubelet/kubelet_paths.ts";
+import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { Code, CsiError } from "../../src/csi/errors.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
 import { exists, waitFor } from "../_helpers.ts";

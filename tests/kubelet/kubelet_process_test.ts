@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { PODS } from "../../src/kube/resources.ts";
-import type { Pod } from "../../src/kubelet/k8s_types.ts";
+import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { hostCommDir } from "../../src/mppod/paths.ts";
 import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../../src/mppod/labels.ts";
 import { exists, waitFor } from "../_helpers.ts";

@@ -2,13 +2,13 @@
  * Harness of the node-plugin process tests: an API emulator with the S3PA CRD, a temporary
  * kubelet root, the node plugin process, Mountpoint Pods played by the real mounter binary
  * running as uid 1000 (setpriv) on `<root>/pods/<uid>/volumes/kubernetes.io~empty-dir/comm`, a
- * CSI client, and an S3 client on the RGW from `scripts/s3/rgw_start.sh`.
+ * CSI client, and an S3 client on the RGW from `tests/testbed/services/s3/rgw_start.sh`.
  *
  * @module
  */
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { emptyAndDeleteBucket } from "./_s3_cleanup.ts";
-import { type ApiServer, startApiServer } from "../../src/apiserver/api_server.ts";
+import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.ts";
 import {
   type MountpointS3PodAttachment,
   s3paCrd,
@@ -86,7 +86,9 @@ export function skipReason(): string | undefined {
   if (!commandExists("rclone")) return "needs rclone (apt-get install rclone)";
   if (!commandExists("setpriv")) return "needs setpriv (util-linux)";
   if (!rgwEnv()) {
-    return `needs RGW: run scripts/s3/rgw_start.sh (no env file in ${RGW_ENVS.join(", ")})`;
+    return `needs RGW: run tests/testbed/services/s3/rgw_start.sh (no env file in ${
+      RGW_ENVS.join(", ")
+    })`;
   }
   return undefined;
 }

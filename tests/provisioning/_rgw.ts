@@ -65,7 +65,7 @@ export function rgw(): Rgw | undefined {
 
 /** Printed when RGW is not available. */
 export const SKIP_REASON =
-  "provisioning tests: S3_ENDPOINT unset and no RGW env file; run scripts/s3/rgw_start.sh (skipped)";
+  "provisioning tests: S3_ENDPOINT unset and no RGW env file; run tests/testbed/services/s3/rgw_start.sh (skipped)";
 
 /** A unique lowercase token for bucket and volume names. */
 export function unique(): string {

@@ -4,7 +4,7 @@
  * exits 0 and removes its socket. Kubernetes API: the emulator.
  */
 import assert from "node:assert/strict";
-import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { connectCsi } from "../../src/csi/client.ts";
 import { spawnBinary, tempDir, waitFor } from "../_helpers.ts";
 import { RawS3, rgw, SKIP_REASON, unique } from "./_rgw.ts";

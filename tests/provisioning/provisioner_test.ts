@@ -1,10 +1,10 @@
 /**
- * The csi-provisioner emulation (`src/provisioner/`) against the API emulator, the Controller
+ * The csi-provisioner emulation (`tests/testbed/csi_provisioner/`) against the API emulator, the Controller
  * service on a unix socket and RGW, with the sandbox's PV controller (`VolumeBinder`) binding and
  * releasing: PVC → CreateVolume → PV → Bound; PVC deleted → Released → DeleteVolume per policy.
  */
 import assert from "node:assert/strict";
-import { startApiServer } from "../../src/apiserver/api_server.ts";
+import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { ApiEventRecorder } from "../../src/kube/event_recorder.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import {
@@ -17,9 +17,9 @@ import {
 } from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../src/kube/types.ts";
-import { VolumeBinder } from "../../src/kubelet/volume_binder.ts";
-import { Provisioner } from "../../src/provisioner/provisioner.ts";
-import { ANN } from "../../src/provisioner/provision_request.ts";
+import { VolumeBinder } from "../testbed/control_plane/volume_binder.ts";
+import { Provisioner } from "../testbed/csi_provisioner/provisioner.ts";
+import { ANN } from "../testbed/csi_provisioner/provision_request.ts";
 import { waitFor } from "../_helpers.ts";
 import { RawS3, rgw, SKIP_REASON, startController, unique } from "./_rgw.ts";
 

@@ -9,7 +9,7 @@ import { dirname } from "node:path";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { NAMESPACES, NODES, PVS, STORAGE_CLASSES } from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
-import { mountsUnder, processesUsing } from "../../src/sandbox/sandbox.ts";
+import { mountsUnder, processesUsing } from "../testbed/sandbox/sandbox.ts";
 import { writeStderr } from "../../src/util/stdio.ts";
 import { exists, ROOT, runToEnd } from "../_helpers.ts";
 

@@ -1,0 +1,75 @@
+/**
+ * What Mountpoint Pods run in the kubelet emulator: this repository's mounter, started by the
+ * pod's (unprivileged) user. From source when every directory down to it is readable by others;
+ * otherwise (e.g. a clone under a private home) from a self-contained bundle (`deno bundle`, npm
+ * packages included) written into the kubelet root, which the emulator keeps traversable.
+ *
+ * @module
+ */
+import { dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { ImageMapping } from "./container_spec.ts";
+
+const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+
+/** The mounter's entrypoint in this repository. */
+export const MOUNTER_SOURCE = `${REPO_ROOT}src/cmd/mounter/main.ts`;
+
+/** True when a user other than the owner can reach and read `path` (o+x on dirs, o+r on it). */
+export async function readableByOthers(path: string): Promise<boolean> {
+  const file = await Deno.stat(path).catch(() => undefined);
+  if (!file || ((file.mode ?? 0) & 0o004) === 0) return false;
+  for (let dir = dirname(path);; dir = dirname(dir)) {
+    const info = await Deno.stat(dir).catch(() => undefined);
+    if (!info || ((info.mode ?? 0) & 0o001) === 0) return false;
+    if (dir === "/") return true;
+  }
+}
+
+/** `deno run -A --cached-only <entry>` with a `DENO_DIR` per uid under the kubelet root. */
+export function mounterMapping(entry: string, kubeletRoot: string): ImageMapping {
+  return {
+    argv: [Deno.execPath(), "run", "-A", "--quiet", "--cached-only", entry],
+    env: (uid) => ({ DENO_DIR: `${kubeletRoot}/deno-dir/${uid}`, DENO_NO_UPDATE_CHECK: "1" }),
+  };
+}
+
+/**
+ * The mapping for Mountpoint Pods on a node whose kubelet root is `kubeletRoot`: the source
+ * entrypoint when others can read it (unless `bundle` is set), else a bundle at
+ * `<kubeletRoot>/s3-csi-mounter.js`.
+ * @throws when the bundle cannot be built
+ */
+export async function prepareMounterImage(
+  kubeletRoot: string,
+  options: { readonly bundle?: boolean } = {},
+): Promise<ImageMapping> {
+  if (!options.bundle && await readableByOthers(MOUNTER_SOURCE)) {
+    return mounterMapping(MOUNTER_SOURCE, kubeletRoot);
+  }
+  const output = `${kubeletRoot}/s3-csi-mounter.js`;
+  const r = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "bundle",
+      "--quiet",
+      "--platform",
+      "deno",
+      "--packages",
+      "bundle",
+      "--output",
+      output,
+      MOUNTER_SOURCE,
+    ],
+    cwd: REPO_ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  if (!r.success) {
+    throw new Error(
+      `deno bundle of the mounter failed: ${new TextDecoder().decode(r.stderr).trim()}`,
+    );
+  }
+  await Deno.chmod(output, 0o644);
+  return mounterMapping(output, kubeletRoot);
+}

@@ -1,0 +1,556 @@
+/**
+ * The sandbox's running parts and their teardown: the API server (the emulator in process, or the
+ * real kube-apiserver tier with `--real-apiserver`), the scheduler and — on the emulator — the
+ * volume binder (in process), an S3 server, and per emulated node a node plugin process plus a
+ * kubelet emulator; the controller process (Controller service on its CSI socket) and the
+ * csi-provisioner emulation. Each start is one reported step.
+ *
+ * @module
+ */
+import { HeadBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { s3paCrd } from "../../../src/api/mountpoint_s3_pod_attachment.ts";
+import { type ApiServer, startApiServer } from "../apiserver/api_server.ts";
+import type { KubeClient, KubeObject } from "../../../src/kube/client.ts";
+import { AlreadyExistsError } from "../../../src/kube/errors.ts";
+import { ApiEventRecorder } from "../../../src/kube/event_recorder.ts";
+import { kubeConfigFromFile } from "../../../src/kube/kube_config.ts";
+import {
+  CRDS,
+  NAMESPACES,
+  NODES,
+  PODS,
+  PRIORITY_CLASSES,
+  PVCS,
+  PVS,
+  type Resource,
+  SERVICE_ACCOUNTS,
+} from "../../../src/kube/resources.ts";
+import { RestKubeClient } from "../../../src/kube/rest_client.ts";
+import { Kubelet } from "../kubelet/kubelet.ts";
+import type { Pod } from "../kubelet/k8s_types.ts";
+import { CSI_DRIVERS, CSI_NODES } from "../kubelet/kubelet_resources.ts";
+import { Scheduler } from "../control_plane/scheduler.ts";
+import { VolumeBinder } from "../control_plane/volume_binder.ts";
+import { EventRecorder } from "../kubelet/event_recorder.ts";
+import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../../src/mppod/labels.ts";
+import { pluginDir } from "../../../src/mppod/paths.ts";
+import { Provisioner } from "../csi_provisioner/provisioner.ts";
+import { errorMessage } from "../../../src/util/errors.ts";
+import { logger } from "../../../src/util/log.ts";
+import { DRIVER_NAME } from "../../../src/util/version.ts";
+import { ChildProcess, SupervisedProcess } from "./child_process.ts";
+import { type RealTier, startRealTier } from "./kube_real.ts";
+import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
+import type { StepReporter } from "./step_reporter.ts";
+
+/** PriorityClass of Mountpoint Pods, as the deployment manifests create it (controller default). */
+export const MOUNTPOINT_PRIORITY_CLASS = "mount-s3-critical";
+
+/** One emulated node. */
+export interface SandboxNode {
+  readonly name: string;
+  readonly root: string;
+  readonly socket: string;
+  readonly plugin: SupervisedProcess;
+  readonly kubelet: Kubelet;
+}
+
+/** Settings of {@link SandboxEnv}. */
+export interface SandboxEnvOptions {
+  readonly dir: string;
+  readonly nodes: number;
+  readonly s3: S3Choice;
+  readonly signal: AbortSignal;
+  /** Do not start the controller (nor, then, the csi-provisioner emulation). */
+  readonly withoutController?: boolean;
+  /**
+   * Use the real kube-apiserver tier (`tests/testbed/services/kube_real/`) instead of the API emulator. Names are
+   * then unique per run (namespaces, nodes, PVs) and everything created is deleted at the end.
+   */
+  readonly realApiserver?: boolean;
+}
+
+/** A step's wait ran out. */
+export class WaitTimeoutError extends Error {
+  /** `what` is what was awaited. */
+  constructor(what: string, ms: number) {
+    super(`timed out after ${ms / 1000} s waiting for ${what}`);
+    this.name = "WaitTimeoutError";
+  }
+}
+
+/** Poll `check` every 100 ms until true; bounded. @throws {WaitTimeoutError} */
+export async function waitUntil(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  ms: number,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new WaitTimeoutError(what, ms);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Create `obj` unless it exists; true when created here. */
+async function ensure(c: KubeClient, r: Resource, obj: KubeObject): Promise<boolean> {
+  try {
+    await c.create(r, obj);
+    return true;
+  } catch (err) {
+    if (err instanceof AlreadyExistsError) return false;
+    throw err;
+  }
+}
+
+/** Everything the sandbox started, for the scenario and teardown. */
+export class SandboxEnv {
+  readonly #o: SandboxEnvOptions;
+  readonly #r: StepReporter;
+  readonly #log = logger("sandbox", "env");
+  /** Short id of this run: unique names on a shared (real) API server. */
+  readonly runId: string = crypto.randomUUID().slice(0, 8);
+  /** Namespace of the scenario's workloads. */
+  readonly namespace: string;
+  /** Namespace of the Mountpoint Pods. */
+  readonly mpNamespace: string;
+  api: ApiServer | undefined;
+  tier: RealTier | undefined;
+  client: KubeClient | undefined;
+  s3: S3Server | undefined;
+  s3Client: S3Client | undefined;
+  scheduler: Scheduler | undefined;
+  binder: VolumeBinder | undefined;
+  controller: ChildProcess | undefined;
+  provisioner: Provisioner | undefined;
+  readonly nodes: SandboxNode[] = [];
+  /** Cluster-scoped objects the run created and deletes at the end on the real tier. */
+  readonly created: { resource: Resource; name: string }[] = [];
+
+  /** Create; {@link start} does the work. */
+  constructor(options: SandboxEnvOptions, reporter: StepReporter) {
+    this.#o = options;
+    this.#r = reporter;
+    this.namespace = options.realApiserver ? `sandbox-${this.runId}` : "default";
+    this.mpNamespace = options.realApiserver
+      ? `mount-s3-${this.runId}`
+      : DEFAULT_MOUNTPOINT_NAMESPACE;
+  }
+
+  /** Log directory. */
+  get logDir(): string {
+    return `${this.#o.dir}/logs`;
+  }
+
+  /** True on the real kube-apiserver tier. */
+  get real(): boolean {
+    return this.#o.realApiserver === true;
+  }
+
+  /** The kubeconfig every part uses (a copy of the real tier's, or the emulator's). */
+  get kubeconfig(): string {
+    return `${this.#o.dir}/kubeconfig`;
+  }
+
+  /** Name of emulated node `i` (1-based); unique per run on the real tier. */
+  nodeName(i: number): string {
+    return this.real ? `node-${i}-${this.runId}` : `node-${i}`;
+  }
+
+  /** A name unique per run on the real tier, `base` on the emulator. */
+  unique(base: string): string {
+    return this.real ? `${base}-${this.runId}` : base;
+  }
+
+  /** Start everything; resolves false when a required part failed. */
+  async start(): Promise<boolean> {
+    const r = this.#r;
+    const dir = this.#o.dir;
+    await Deno.mkdir(this.logDir, { recursive: true });
+    const api = this.real
+      ? await r.step(
+        "Real kube-apiserver tier (etcd, kube-apiserver, kube-controller-manager)",
+        async () => {
+          this.tier = await startRealTier(`${this.logDir}/kube-real.log`, this.#o.signal);
+          await Deno.copyFile(this.tier.kubeconfig, this.kubeconfig);
+          await Deno.chmod(this.kubeconfig, 0o600);
+          this.client = new RestKubeClient(kubeConfigFromFile(this.kubeconfig), {
+            userAgent: "s3csi-sandbox",
+          });
+          const server = kubeConfigFromFile(this.kubeconfig).server;
+          return `${server} (${this.tier.startedHere ? "started" : "already running, reused"})`;
+        },
+        (d) => d,
+      )
+      : await r.step("API emulator (in process)", async () => {
+        this.api = await startApiServer({ port: 0, kubeconfigPath: this.kubeconfig });
+        this.client = new RestKubeClient(kubeConfigFromFile(this.kubeconfig), {
+          userAgent: "s3csi-sandbox",
+        });
+        return this.api.url;
+      }, (url) => url);
+    if (!api || !this.client) return false;
+    const c = this.client;
+    const objects = await r.step("CRD, namespaces, PriorityClass, CSIDriver applied", async () => {
+      const crd = s3paCrd() as KubeObject;
+      await ensure(c, CRDS, crd);
+      await ensure(c, PRIORITY_CLASSES, {
+        metadata: { name: MOUNTPOINT_PRIORITY_CLASS },
+        value: 1_000_000_000,
+        globalDefault: false,
+        preemptionPolicy: "PreemptLowerPriority",
+        description: "Mountpoint Pods: they serve the volumes of running workloads",
+      });
+      for (const ns of new Set([this.mpNamespace, this.namespace])) {
+        await ensure(c, NAMESPACES, { metadata: { name: ns } });
+      }
+      const driver = await ensure(c, CSI_DRIVERS, {
+        metadata: { name: DRIVER_NAME },
+        spec: {
+          attachRequired: false,
+          podInfoOnMount: true,
+          requiresRepublish: true,
+          volumeLifecycleModes: ["Persistent"],
+        },
+      });
+      await waitUntil("the S3PA CRD to be Established", async () => {
+        const got = await c.get<
+          { status?: { conditions?: { type: string; status: string }[] } } & KubeObject
+        >(CRDS, crd.metadata!.name!);
+        return got?.status?.conditions?.some((x) =>
+          x.type === "Established" && x.status === "True"
+        ) ?? false;
+      }, 20_000);
+      if (this.real) {
+        // The ServiceAccount admission rejects pods until KCM made the namespace's "default" SA.
+        for (const ns of [this.mpNamespace, this.namespace]) {
+          await waitUntil(
+            `ServiceAccount ${ns}/default`,
+            async () => !!(await c.get(SERVICE_ACCOUNTS, "default", ns)),
+            30_000,
+          );
+        }
+      }
+      return `workloads in ${this.namespace}, Mountpoint Pods in ${this.mpNamespace}${
+        driver ? "" : " (CSIDriver already there)"
+      }`;
+    }, (d) => d);
+    if (objects === undefined) return false;
+    const control = await r.step(
+      this.real
+        ? "Scheduler (emulated, pods/binding); PV binder: kube-controller-manager's"
+        : "Scheduler and PV binder (emulated)",
+      async () => {
+        this.scheduler = new Scheduler(c, {
+          bind: this.real ? "binding" : "patch",
+          ...(this.real ? { namespaces: [this.namespace, this.mpNamespace] } : {}),
+        });
+        await this.scheduler.start();
+        if (this.real) return "";
+        this.binder = new VolumeBinder({
+          client: c,
+          resyncMs: 2000,
+          events: new EventRecorder(c, { component: "persistentvolume-controller", host: "" }),
+        });
+        await this.binder.start();
+        return "";
+      },
+    );
+    if (control === undefined) return false;
+    const s3 = await r.step("S3 server", async () => {
+      this.s3 = await startS3Server(this.#o.s3, dir, this.logDir, this.#o.signal);
+      const e = this.s3.env;
+      this.s3Client = new S3Client({
+        endpoint: e.S3_ENDPOINT,
+        region: e.AWS_REGION,
+        forcePathStyle: true,
+        credentials: { accessKeyId: e.AWS_ACCESS_KEY_ID, secretAccessKey: e.AWS_SECRET_ACCESS_KEY },
+        requestChecksumCalculation: "WHEN_REQUIRED",
+        responseChecksumValidation: "WHEN_REQUIRED",
+      });
+      return this.s3;
+    }, (s) => `${s.kind} at ${s.env.S3_ENDPOINT}${s.note ? ` (${s.note})` : ""}`);
+    if (!s3) return false;
+    for (let i = 1; i <= this.#o.nodes; i++) {
+      const name = this.nodeName(i);
+      const ok = await r.step(
+        `Node ${name}: node plugin process + kubelet emulator, driver registered`,
+        () => this.#startNode(name),
+        (n) => `socket ${n.socket}`,
+      );
+      if (!ok) return false;
+    }
+    if (this.#o.withoutController) {
+      r.report("Controller process", "info", "not started (--without-controller)");
+      return true;
+    }
+    const socket = `${dir}/controller/csi.sock`;
+    const controller = await r.step(
+      "Controller process (with the CSI Controller service)",
+      async () => {
+        await Deno.mkdir(`${dir}/controller`, { recursive: true });
+        const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+        const metrics = `127.0.0.1:${(probe.addr as Deno.NetAddr).port}`;
+        probe.close();
+        const e = this.s3!.env;
+        this.controller = await ChildProcess.binary("controller", [], {
+          KUBECONFIG: this.kubeconfig,
+          CSI_ENDPOINT: `unix://${socket}`,
+          MOUNTPOINT_NAMESPACE: this.mpNamespace,
+          MOUNTPOINT_IMAGE: "s3-csi-mounter:sandbox",
+          METRICS_ADDRESS: metrics,
+          LOG_FORMAT: "text",
+          AWS_ENDPOINT_URL: e.S3_ENDPOINT,
+          AWS_REGION: e.AWS_REGION,
+          AWS_ACCESS_KEY_ID: e.AWS_ACCESS_KEY_ID,
+          AWS_SECRET_ACCESS_KEY: e.AWS_SECRET_ACCESS_KEY,
+        }, `${this.logDir}/controller.log`);
+        await new Promise((res) => setTimeout(res, 1500));
+        if (this.controller.exitCode !== undefined) {
+          throw new Error(
+            `exited with ${this.controller.exitCode} (log ${this.controller.logPath})`,
+          );
+        }
+        return `pid ${this.controller.pid}, CSI unix://${socket}, metrics http://${metrics}/metrics`;
+      },
+      (d) => d,
+    );
+    if (controller === undefined) return true; // the scenario reports what this leaves pending
+    await r.step("csi-provisioner (emulated) connected to the Controller service", async () => {
+      const p = new Provisioner({
+        client: c,
+        socketPath: socket,
+        events: new ApiEventRecorder(c, "csi-provisioner", "sandbox"),
+        retryStartMs: 500,
+        retryMaxMs: 5000,
+      });
+      const proc = this.controller!;
+      const exited = proc.status.then((code) => {
+        throw new Error(`the controller exited with ${code} (log ${proc.logPath})`);
+      });
+      exited.catch(() => {}); // raced below only
+      await Promise.race([p.start(60_000), exited]);
+      this.provisioner = p;
+      return "";
+    });
+    return true;
+  }
+
+  async #startNode(name: string): Promise<SandboxNode> {
+    const root = `${this.#o.dir}/${name}/kubelet`;
+    await Deno.mkdir(root, { recursive: true });
+    const socket = `${pluginDir(root)}/csi.sock`;
+    const e = this.s3!.env;
+    // Supervised like a DaemonSet container: a crashed node plugin is restarted, and it adopts the
+    // live mounts of its node when it starts again.
+    const plugin = await SupervisedProcess.start(() =>
+      ChildProcess.binary(
+        "node",
+        [
+          "--endpoint",
+          `unix://${socket}`,
+          "--kubelet-path",
+          root,
+          "--shutdown-grace",
+          "3s",
+        ],
+        {
+          KUBECONFIG: this.kubeconfig,
+          CSI_NODE_NAME: name,
+          MOUNTPOINT_NAMESPACE: this.mpNamespace,
+          AWS_ACCESS_KEY_ID: e.AWS_ACCESS_KEY_ID,
+          AWS_SECRET_ACCESS_KEY: e.AWS_SECRET_ACCESS_KEY,
+          AWS_REGION: e.AWS_REGION,
+          AWS_ENDPOINT_URL: e.S3_ENDPOINT,
+          S3_ENDPOINT_URL: e.S3_ENDPOINT,
+          LOG_FORMAT: "text",
+        },
+        `${this.logDir}/node-plugin-${name}.log`,
+        `node plugin ${name}`,
+      )
+    );
+    const kubelet = new Kubelet({
+      client: this.client!,
+      nodeName: name,
+      kubeletRoot: root,
+      driverSocket: socket,
+      restartBackoff: { initialMs: 2000, maxMs: 20_000 },
+    });
+    const node = { name, root, socket, plugin, kubelet };
+    this.nodes.push(node);
+    await kubelet.start();
+    await waitUntil("driver registration (NodeGetInfo)", () => {
+      if (plugin.exitCode !== undefined) {
+        throw new Error(`node plugin exited with ${plugin.exitCode} (log ${plugin.logPath})`);
+      }
+      return kubelet.driverRegistered;
+    }, 30_000);
+    if (this.real) await this.#untaintNode(name);
+    return node;
+  }
+
+  /**
+   * The real API server's TaintNodesByCondition admission taints a new node
+   * `node.kubernetes.io/not-ready:NoSchedule`; kube-controller-manager's node lifecycle controller,
+   * which is not run in the tier (it needs real kubelets), would lift it once the node is Ready.
+   * Do its job for our Ready node.
+   */
+  async #untaintNode(name: string): Promise<void> {
+    const c = this.client!;
+    await waitUntil(`node ${name} without the not-ready taint`, async () => {
+      const node = await c.get<{ spec?: { taints?: { key: string }[] } } & KubeObject>(NODES, name);
+      const taints = node?.spec?.taints ?? [];
+      const kept = taints.filter((t) => !t.key.startsWith("node.kubernetes.io/not-ready"));
+      if (kept.length === taints.length) return true;
+      await c.patch(NODES, name, undefined, {
+        metadata: { resourceVersion: node!.metadata!.resourceVersion },
+        spec: { taints: kept },
+      }).catch(() => undefined); // a conflict: retried
+      return false;
+    }, 10_000);
+  }
+
+  /**
+   * Delete the remaining workload pods of the sandbox's namespace through the API (the normal
+   * unpublish path), then give the controller time to release the Mountpoint Pods. Reported only
+   * when there was something.
+   */
+  async drain(): Promise<void> {
+    const c = this.client;
+    if (!c) return;
+    const ns = this.namespace;
+    const workloads = (await c.list<Pod>(PODS, { namespace: ns }).catch(() => ({
+      items: [] as Pod[],
+    }))).items;
+    const t0 = performance.now();
+    const title = "Remaining pods deleted through the API (unpublish, then release)";
+    try {
+      for (const p of workloads) {
+        await c.delete(PODS, p.metadata.name, p.metadata.namespace).catch(() => false);
+      }
+      if (workloads.length) {
+        await waitUntil(
+          "the workload pods to go",
+          async () => !(await c.list<Pod>(PODS, { namespace: ns })).items.length,
+          10_000,
+        );
+      }
+      // Even with no workload left, Mountpoint Pods may still be releasing (needs-unmount →
+      // unmount → Succeeded): stopping the controller and kubelets now would leave mounts.
+      if (this.controller && this.controller.exitCode === undefined) {
+        await waitUntil(
+          "the Mountpoint Pods to go",
+          async () => !(await c.list(PODS, { namespace: this.mpNamespace })).items.length,
+          30_000,
+        );
+      }
+      this.#r.report(title, "ok", `${workloads.length} pod(s)`, performance.now() - t0);
+    } catch (err) {
+      // Not a failure by itself: the kubelets' shutdown below stops and unpublishes what is left,
+      // and the final check says whether anything leaked.
+      this.#r.report(
+        title,
+        "info",
+        `${errorMessage(err)}; left to the kubelets' shutdown`,
+        performance.now() - t0,
+      );
+    }
+  }
+
+  /** Stop everything in dependency order; each part bounded. */
+  async stop(): Promise<void> {
+    const r = this.#r;
+    await this.provisioner?.stop();
+    if (this.controller) {
+      await r.step("Controller stopped", () => this.controller!.stop(10_000), (c) => `exit ${c}`);
+    }
+    if (this.nodes.length) {
+      await r.step("Kubelets stopped (containers killed, volumes unpublished)", async () => {
+        await Promise.all(this.nodes.map((n) => n.kubelet.stop(30_000)));
+        return this.nodes.length;
+      }, (n) => `${n} node(s)`);
+      await r.step("Node plugins stopped", async () => {
+        const codes = await Promise.all(this.nodes.map((n) => n.plugin.stop(15_000)));
+        return codes.join(", ");
+      }, (codes) => `exit ${codes}`);
+    }
+    await this.scheduler?.stop();
+    await this.binder?.stop();
+    if (this.s3) {
+      const s3 = this.s3;
+      await r.step("S3 server stopped", () => s3.stop().then(() => s3.kind), (k) => k);
+    }
+    if (this.tier) {
+      await r.step("Real tier: the run's namespaces, nodes and PVs deleted", () => this.#cleanUp());
+      const tier = this.tier;
+      // Close our API connections first: a server going away under an open pooled connection
+      // can crash Deno's HTTP/2 client (nghttp2 assertion on GOAWAY).
+      await Promise.race([
+        (this.client as RestKubeClient | undefined)?.close(),
+        new Promise((res) => setTimeout(res, 5000)),
+      ]).catch(() => {});
+      this.client = undefined;
+      await r.step("Real tier", () => tier.stop(), (d) => d);
+    }
+    await this.api?.stop();
+    this.s3Client?.destroy();
+  }
+
+  /** Delete what this run created on a shared API server; bounded. */
+  async #cleanUp(): Promise<string> {
+    const c = this.client!;
+    let n = 0;
+    // Pods still bound to a node (kubelet gone) would hold their namespace's deletion forever.
+    for (const ns of [this.namespace, this.mpNamespace]) {
+      for (const p of (await c.list<Pod>(PODS, { namespace: ns })).items) {
+        await c.delete(PODS, p.metadata.name, ns, { gracePeriodSeconds: 0 }).catch(() => false);
+      }
+      for (const pvc of (await c.list(PVCS, { namespace: ns })).items) {
+        await c.delete(PVCS, pvc.metadata!.name!, ns).catch(() => false);
+      }
+    }
+    const pvs = (await c.list<{ spec?: { claimRef?: { namespace?: string } } } & KubeObject>(PVS))
+      .items.filter((pv) =>
+        pv.spec?.claimRef?.namespace === this.namespace ||
+        this.created.some((x) => x.resource === PVS && x.name === pv.metadata?.name)
+      );
+    for (const pv of pvs) {
+      // A Retain PV whose claim is gone keeps the protection finalizer only while it is used.
+      if (await c.delete(PVS, pv.metadata!.name!).catch(() => false)) n++;
+    }
+    for (const x of this.created.filter((x) => x.resource !== PVS)) {
+      if (await c.delete(x.resource, x.name).catch(() => false)) n++;
+    }
+    for (const node of this.nodes) {
+      if (await c.delete(CSI_NODES, node.name).catch(() => false)) n++;
+      if (await c.delete(NODES, node.name).catch(() => false)) n++;
+    }
+    for (const ns of [this.namespace, this.mpNamespace]) {
+      if (await c.delete(NAMESPACES, ns).catch(() => false)) n++;
+    }
+    // Namespace deletion is asynchronous (KCM's namespace controller); wait a little, no more.
+    const gone = await waitUntil(
+      "the namespaces to go",
+      async () =>
+        !(await c.get(NAMESPACES, this.namespace)) && !(await c.get(NAMESPACES, this.mpNamespace)),
+      30_000,
+    ).then(() => true, (err) => {
+      this.#log.warn("Namespaces still there: {error}", { error: errorMessage(err) });
+      return false;
+    });
+    return `${n} object(s) deleted${gone ? "" : " (namespaces still terminating)"}`;
+  }
+
+  /** True when `bucket` exists in S3 (HeadBucket); false on 404. */
+  async bucketExists(bucket: string): Promise<boolean> {
+    try {
+      await this.s3Client!.send(new HeadBucketCommand({ Bucket: bucket }));
+      return true;
+    } catch (err) {
+      const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata
+        ?.httpStatusCode;
+      if (status === 404 || (err as Error).name === "NotFound") return false;
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * Flags of `deno task sandbox`.
+ *
+ * @module
+ */
+import type { OptionSpecs } from "../../../src/util/config.ts";
+
+/** S3 server choices. */
+export const S3_CHOICES = ["auto", "rgw", "s3rver"] as const;
+
+/** Sandbox settings. */
+export const SANDBOX_OPTIONS = {
+  keep: {
+    type: "boolean",
+    default: false,
+    description: "Leave everything running (workload included) until Ctrl-C, then tear down",
+  },
+  nodes: {
+    type: "integer",
+    default: 2,
+    description: "Number of emulated nodes (1 or 2)",
+    validate: (n: number) => (n === 1 || n === 2 ? undefined : `must be 1 or 2, got ${n}`),
+  },
+  s3: {
+    type: "string",
+    env: "SANDBOX_S3",
+    default: "auto",
+    choices: S3_CHOICES,
+    description: "S3 server: auto (RGW as root, else s3rver), rgw, s3rver",
+  },
+  dir: {
+    type: "string",
+    description: "State directory (default: a new /tmp/s3csi-sandbox-*; removed on success)",
+  },
+  "mount-timeout": {
+    type: "duration",
+    default: 90_000,
+    description: "Longest wait for the workload to finish writing through the mount",
+  },
+  "real-apiserver": {
+    type: "boolean",
+    default: false,
+    description:
+      "Use the real kube-apiserver tier (tests/testbed/services/kube_real/: etcd, kube-apiserver, kube-controller-manager) instead of the API emulator; reused if already running, stopped at the end only if started here",
+  },
+  "without-controller": {
+    type: "boolean",
+    default: false,
+    description: "Do not start the controller (shows how missing parts are reported as pending)",
+  },
+  "controller-timeout": {
+    type: "duration",
+    default: 15_000,
+    description: "Longest wait for the controller to attach the workload",
+  },
+} as const satisfies OptionSpecs;
