@@ -14,15 +14,8 @@
 import { parseArgs } from "node:util";
 import type { MountpointS3PodAttachment } from "../src/api/mountpoint_s3_pod_attachment.ts";
 import { s3paCrd } from "../src/api/mountpoint_s3_pod_attachment.ts";
-import {
-  CRDS,
-  NAMESPACES,
-  PODS,
-  PRIORITY_CLASSES,
-  PVCS,
-  PVS,
-  S3PAS,
-} from "../src/kube/resources.ts";
+import { CRDS, NAMESPACES, PODS, PRIORITY_CLASSES, PVCS, PVS } from "../src/kube/resources.ts";
+import { S3PAS } from "../src/api/mountpoint_s3_pod_attachment.ts";
 import { RestKubeClient } from "../src/kube/rest_client.ts";
 import { kubeConfigFromFile } from "../src/kube/kube_config.ts";
 import { fromFileUrl } from "./_gen_util.ts";

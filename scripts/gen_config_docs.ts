@@ -9,9 +9,9 @@
 import { parseArgs } from "node:util";
 import type { OptionSpec, OptionSpecs } from "../src/util/config.ts";
 import { LOG_OPTIONS } from "../src/util/log.ts";
-import { NODE_OPTIONS } from "../src/node/node_options.ts";
-import { CONTROLLER_OPTIONS } from "../src/controller/controller_options.ts";
-import { MOUNTER_OPTIONS } from "../src/mounter/mounter_options.ts";
+import { NODE_OPTIONS } from "../src/options/node_options.ts";
+import { CONTROLLER_OPTIONS } from "../src/options/controller_options.ts";
+import { MOUNTER_OPTIONS } from "../src/options/mounter_options.ts";
 import { fromFileUrl, generatedHeader, writeGenerated } from "./_gen_util.ts";
 
 const ROOT = fromFileUrl(new URL("../", import.meta.url));

@@ -51,9 +51,10 @@ fi
 
 step fmt deno fmt --check
 step lint deno lint
+step layers deno task layers
 step check deno task check
 # Unit tests get no permissions, except two env vars the yaml package reads when parsing.
-step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/ tests/testbed/
+step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/ tests/testbed/ scripts/
 step gen deno task gen:check
 
 if [ "$(id -u)" -eq 0 ] && [ "${SKIP_RGW:-}" != "1" ]; then

@@ -10,6 +10,7 @@
  * @module
  */
 import type { KubeObject, ObjectMeta } from "../kube/client.ts";
+import type { Resource } from "../kube/resources.ts";
 import { API_VERSION, GROUP, VERSION } from "./group_version.ts";
 
 /** Kind name. */
@@ -18,6 +19,15 @@ export const S3PA_KIND = "MountpointS3PodAttachment";
 export const S3PA_LIST_KIND = "MountpointS3PodAttachmentList";
 /** Plural resource name (URL path segment). */
 export const S3PA_PLURAL = "mountpoints3podattachments";
+
+/** The REST resource of MountpointS3PodAttachments. */
+export const S3PAS: Resource = {
+  group: GROUP,
+  version: VERSION,
+  plural: S3PA_PLURAL,
+  kind: S3PA_KIND,
+  namespaced: false,
+};
 /** Singular resource name. */
 export const S3PA_SINGULAR = "mountpoints3podattachment";
 /** Short name for kubectl. */

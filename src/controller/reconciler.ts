@@ -24,7 +24,8 @@ import type { KubeClient } from "../kube/client.ts";
 import { AlreadyExistsError, ConflictError, NotFoundError } from "../kube/errors.ts";
 import type { EventRecorder } from "../kube/event_recorder.ts";
 import type { Informer } from "../kube/informer.ts";
-import { PODS, S3PAS } from "../kube/resources.ts";
+import { PODS } from "../kube/resources.ts";
+import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
 import { kubeTime } from "../kube/types.ts";
 import {

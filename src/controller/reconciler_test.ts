@@ -3,7 +3,8 @@ import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachm
 import { FakeKubeClient } from "../kube/fake_client.ts";
 import { Informer } from "../kube/informer.ts";
 import { MemoryEventRecorder } from "../kube/event_recorder.ts";
-import { PODS, PVCS, PVS, S3PAS } from "../kube/resources.ts";
+import { PODS, PVCS, PVS } from "../kube/resources.ts";
+import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
 import {
   ANNOTATION_NEEDS_UNMOUNT,

@@ -12,27 +12,43 @@
 import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachment.ts";
 import { parseEndpoint } from "../csi/endpoint.ts";
 import { IdentityService } from "../csi/identity_service.ts";
-import { CsiServer } from "../csi/server.ts";
+import { CsiServer, type CsiServices } from "../csi/server.ts";
 import { objectKey } from "../kube/client.ts";
 import { ApiEventRecorder } from "../kube/event_recorder.ts";
 import { Informer } from "../kube/informer.ts";
 import { loadKubeConfig } from "../kube/kube_config.ts";
 import { runLeaderElection } from "../kube/leader_election.ts";
-import { PODS, PVCS, PVS, S3PAS } from "../kube/resources.ts";
+import { PODS, PVCS, PVS } from "../kube/resources.ts";
+import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { RestKubeClient } from "../kube/rest_client.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
 import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
 import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../mppod/labels.ts";
-import { createProvisioning } from "../provisioning/provisioning_options.ts";
 import { errorMessage } from "../util/errors.ts";
 import { startHealthServer } from "../util/health_server.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
-import { type ControllerConfig, LEADER_LEASE_NAME } from "./controller_options.ts";
+import { type ControllerConfig, LEADER_LEASE_NAME } from "../options/controller_options.ts";
 import { PromControllerMetrics } from "./prom_metrics.ts";
 import { type ControllerCaches, INDEX, Reconciler, registerIndexes } from "./reconciler.ts";
 import { StaleCleaner } from "./stale_cleaner.ts";
 import { WorkQueue } from "./work_queue.ts";
+
+/** The CSI Controller service (dynamic provisioning) the controller serves on `--csi-endpoint`. */
+export interface ProvisioningService {
+  /** The CSI Controller service handlers. */
+  readonly service: NonNullable<CsiServices["controller"]>;
+  /** Whether driver credentials are configured (for the start-up log). */
+  readonly driverCredentials: boolean;
+  /** Release its connections. */
+  close(): void;
+}
+
+/** What the controller process is built from (wired by its entrypoint). */
+export interface ControllerDeps {
+  /** Build the CSI Controller service; called only when `--csi-endpoint` is set. */
+  readonly createProvisioning: (config: ControllerConfig) => Promise<ProvisioningService>;
+}
 
 /** Exit code when leadership was lost. */
 export const EXIT_LOST_LEADERSHIP = 1;
@@ -61,6 +77,7 @@ export function mountpointPodConfig(config: ControllerConfig): MountpointPodConf
 export async function runController(
   config: ControllerConfig,
   signal: AbortSignal,
+  deps: ControllerDeps,
 ): Promise<number> {
   const log = logger("controller");
   const kube = loadKubeConfig();
@@ -91,7 +108,7 @@ export async function runController(
     })
     : undefined;
   const endpoint = config["csi-endpoint"];
-  const provisioning = endpoint ? await createProvisioning(config) : undefined;
+  const provisioning = endpoint ? await deps.createProvisioning(config) : undefined;
   if (provisioning) {
     log.info("Controller service: S3 endpoint {endpoint}, driver credentials {driverCredentials}", {
       endpoint: config["s3-endpoint-url"] || "(AWS)",

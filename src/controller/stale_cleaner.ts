@@ -10,7 +10,8 @@
  * @module
  */
 import type { KubeClient } from "../kube/client.ts";
-import { PODS, S3PAS } from "../kube/resources.ts";
+import { PODS } from "../kube/resources.ts";
+import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import type { Pod } from "../kube/types.ts";
 import {
   ANNOTATION_NEEDS_UNMOUNT,

@@ -4,8 +4,8 @@
  *
  * @module
  */
-import { CONTROLLER_OPTIONS } from "../controller/controller_options.ts";
-import { NODE_OPTIONS } from "../node/node_options.ts";
+import { CONTROLLER_OPTIONS } from "../options/controller_options.ts";
+import { NODE_OPTIONS } from "../options/node_options.ts";
 import { LOG_OPTIONS } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
 import { stringify } from "yaml";

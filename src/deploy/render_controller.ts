@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { CONTROLLER_OPTIONS } from "../controller/controller_options.ts";
+import { CONTROLLER_OPTIONS } from "../options/controller_options.ts";
 import { LOG_OPTIONS } from "../util/log.ts";
 import type { Container, EnvVar, Manifest, Volume } from "./k8s_objects.ts";
 import { commonLabels, CONTROLLER_DEPLOYMENT, CONTROLLER_SERVICE_ACCOUNT } from "./names.ts";

@@ -11,7 +11,7 @@
  */
 import { TAINT_AGENT_NOT_READY } from "../mppod/labels.ts";
 import { pluginDir } from "../mppod/paths.ts";
-import { NODE_OPTIONS } from "../node/node_options.ts";
+import { NODE_OPTIONS } from "../options/node_options.ts";
 import { LOG_OPTIONS } from "../util/log.ts";
 import type { Container, EnvVar, Manifest, Volume } from "./k8s_objects.ts";
 import { commonLabels, NODE_DAEMONSET, NODE_SERVICE_ACCOUNT } from "./names.ts";

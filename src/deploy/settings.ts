@@ -6,8 +6,8 @@
  *
  * @module
  */
-import type { CONTROLLER_OPTIONS } from "../controller/controller_options.ts";
-import type { NODE_OPTIONS } from "../node/node_options.ts";
+import type { CONTROLLER_OPTIONS } from "../options/controller_options.ts";
+import type { NODE_OPTIONS } from "../options/node_options.ts";
 import { type OptionSpecs, parseConfig } from "../util/config.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { EnvVar } from "./k8s_objects.ts";

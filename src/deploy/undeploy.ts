@@ -11,7 +11,7 @@
 import type { KubeClient } from "../kube/client.ts";
 import { ApiError } from "../kube/errors.ts";
 import { sleep } from "../kube/informer.ts";
-import { S3PAS } from "../kube/resources.ts";
+import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Manifest } from "./k8s_objects.ts";
 import { CRD_RESOURCE, describe, inApplyOrder, resourceOf } from "./kinds.ts";

@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { CONTROLLER_OPTIONS } from "../controller/controller_options.ts";
-import { NODE_OPTIONS } from "../node/node_options.ts";
+import { CONTROLLER_OPTIONS } from "../options/controller_options.ts";
+import { NODE_OPTIONS } from "../options/node_options.ts";
 import { type OptionSpecs, parseDuration } from "../util/config.ts";
 import { ConfigError } from "../util/errors.ts";
 import { imageProblem } from "./image_ref.ts";

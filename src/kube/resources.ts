@@ -1,10 +1,9 @@
 /**
- * The API resources this project reads and writes, and how their REST paths are built.
+ * The Kubernetes API resources this project reads and writes, and how their REST paths are built.
+ * Our own CRD's resource (`S3PAS`) is declared beside its type in `src/api/`.
  *
  * @module
  */
-import { GROUP, VERSION } from "../api/group_version.ts";
-import { S3PA_KIND, S3PA_PLURAL } from "../api/mountpoint_s3_pod_attachment.ts";
 
 /** A REST resource type. */
 export interface Resource {
@@ -81,15 +80,6 @@ export const STORAGE_CLASSES: Resource = {
   kind: "StorageClass",
   namespaced: false,
 };
-/** Our MountpointS3PodAttachments. */
-export const S3PAS: Resource = {
-  group: GROUP,
-  version: VERSION,
-  plural: S3PA_PLURAL,
-  kind: S3PA_KIND,
-  namespaced: false,
-};
-
 /** ServiceAccounts. */
 export const SERVICE_ACCOUNTS = core("serviceaccounts", "ServiceAccount", true);
 /** CustomResourceDefinitions. */

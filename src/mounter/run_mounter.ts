@@ -11,7 +11,7 @@ import type { ParsedConfig } from "../util/config.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
 import { Mounter } from "./mounter.ts";
-import type { MOUNTER_OPTIONS } from "./mounter_options.ts";
+import type { MOUNTER_OPTIONS } from "../options/mounter_options.ts";
 
 /** Run the mounter; resolves with the exit code. */
 export async function runMounter(

@@ -7,7 +7,8 @@
 import { API_VERSION } from "../api/group_version.ts";
 import { FakeKubeClient } from "../kube/fake_client.ts";
 import type { KubeObject } from "../kube/client.ts";
-import { PODS, S3PAS } from "../kube/resources.ts";
+import { PODS } from "../kube/resources.ts";
+import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { hostCommDir, MOUNT_SOCK } from "../mppod/paths.ts";
 import { type MountMessage, parseMountMessage } from "../mppod/mount_message.ts";
 import { FakeFiles } from "../sys/fake_files.ts";

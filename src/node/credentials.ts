@@ -14,15 +14,9 @@
  * @module
  */
 import { failedPrecondition, invalidArgument } from "../csi/errors.ts";
+import { SECRET_KEYS } from "../csi/secret_keys.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
 import { COMM_DIR, CREDENTIALS_DIR } from "../mppod/paths.ts";
-
-/** Keys accepted in a node-publish Secret. */
-export const SECRET_KEYS = {
-  accessKeyId: "access_key_id",
-  secretAccessKey: "secret_access_key",
-  sessionToken: "session_token",
-} as const;
 
 /** Profile name written in the credential files. */
 export const PROFILE_NAME = "s3-csi";

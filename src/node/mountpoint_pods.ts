@@ -15,7 +15,8 @@ import {
 import { failedPrecondition } from "../csi/errors.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import { Informer, type InformerHandlers } from "../kube/informer.ts";
-import { PODS, S3PAS } from "../kube/resources.ts";
+import { PODS } from "../kube/resources.ts";
+import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { ANNOTATION_NEEDS_UNMOUNT, isAnnotatedTrue } from "../mppod/labels.ts";
 
 /** The parts of a Pod the node plugin reads. */

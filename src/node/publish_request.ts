@@ -14,30 +14,12 @@ import type {
   VolumeCapability_AccessMode_Mode,
 } from "../csi/gen/csi_types.ts";
 import { invalidArgument } from "../csi/errors.ts";
+import { SUPPORTED_ACCESS_MODES } from "../csi/access_modes.ts";
+import { VOLUME_CONTEXT } from "../csi/volume_context.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
 import { type Engine, ENGINES } from "../mppod/mount_message.ts";
 import { parseTargetPath } from "../mppod/paths.ts";
 import { type MountOptions, parseMountOptions } from "./mount_options.ts";
-
-/** Volume context keys this driver reads. */
-export const VOLUME_CONTEXT = {
-  bucketName: "bucketName",
-  authenticationSource: "authenticationSource",
-  engine: "engine",
-  prefix: "prefix",
-  region: "region",
-  podUID: "csi.storage.k8s.io/pod.uid",
-} as const;
-
-/** Access modes a bucket can be published with. */
-export const SUPPORTED_ACCESS_MODES: readonly VolumeCapability_AccessMode_Mode[] = [
-  "MULTI_NODE_MULTI_WRITER",
-  "MULTI_NODE_READER_ONLY",
-  "SINGLE_NODE_WRITER",
-  "SINGLE_NODE_READER_ONLY",
-  "SINGLE_NODE_SINGLE_WRITER",
-  "SINGLE_NODE_MULTI_WRITER",
-];
 
 const READ_ONLY_MODES: readonly VolumeCapability_AccessMode_Mode[] = [
   "MULTI_NODE_READER_ONLY",

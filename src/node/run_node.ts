@@ -20,7 +20,7 @@ import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
 import { MountpointPods } from "./mountpoint_pods.ts";
-import type { NODE_OPTIONS } from "./node_options.ts";
+import type { NODE_OPTIONS } from "../options/node_options.ts";
 import { NodeService } from "./node_service.ts";
 import { PromNodeMetrics, serveMetrics } from "./prom_metrics.ts";
 import { Publisher } from "./publisher.ts";

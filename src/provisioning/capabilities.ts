@@ -1,13 +1,13 @@
 /**
  * Volume capabilities and capacity of CreateVolume/ValidateVolumeCapabilities. S3 volumes are file
  * systems (no block), without a file system type, in every access mode the node plugin can publish
- * (`SUPPORTED_ACCESS_MODES` of `src/node/publish_request.ts`). Capacity is echoed: S3 has no quota.
+ * (`SUPPORTED_ACCESS_MODES` of `src/csi/access_modes.ts`). Capacity is echoed: S3 has no quota.
  *
  * @module
  */
 import { invalidArgument } from "../csi/errors.ts";
 import type { CapacityRange, VolumeCapability } from "../csi/gen/csi_types.ts";
-import { SUPPORTED_ACCESS_MODES } from "../node/publish_request.ts";
+import { SUPPORTED_ACCESS_MODES } from "../csi/access_modes.ts";
 
 /** Why `caps` cannot be served, or undefined. */
 export function capabilitiesProblem(

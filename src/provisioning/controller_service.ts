@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { VOLUME_CONTEXT } from "../csi/volume_context.ts";
 import { createHash } from "node:crypto";
 import { Code, CsiError, invalidArgument } from "../csi/errors.ts";
 import type {
@@ -52,14 +53,6 @@ export interface ControllerServiceOptions {
 }
 
 /** Volume context keys (what `src/node/publish_request.ts` reads). */
-export const CONTEXT = {
-  bucketName: "bucketName",
-  prefix: "prefix",
-  region: "region",
-  authenticationSource: "authenticationSource",
-  engine: "engine",
-} as const;
-
 /** Key prefix in a volume name: safe names are kept, others hashed. */
 function prefixFor(name: string, basePrefix: string): string {
   const safe = /^[A-Za-z0-9._-]{1,63}$/.test(name) && name !== "." && name !== "..";
@@ -144,12 +137,12 @@ export class ControllerService implements Partial<ControllerHandlers> {
         ),
     );
     const volumeContext: Record<string, string> = {
-      [CONTEXT.bucketName]: ref.bucket,
-      [CONTEXT.authenticationSource]: authenticationSource,
+      [VOLUME_CONTEXT.bucketName]: ref.bucket,
+      [VOLUME_CONTEXT.authenticationSource]: authenticationSource,
     };
-    if (ref.prefix) volumeContext[CONTEXT.prefix] = ref.prefix;
-    if (params.region) volumeContext[CONTEXT.region] = params.region;
-    if (params.engine) volumeContext[CONTEXT.engine] = params.engine;
+    if (ref.prefix) volumeContext[VOLUME_CONTEXT.prefix] = ref.prefix;
+    if (params.region) volumeContext[VOLUME_CONTEXT.region] = params.region;
+    if (params.engine) volumeContext[VOLUME_CONTEXT.engine] = params.engine;
     this.#log.info("Volume {name} is {volumeId}", { name, volumeId });
     return { volume: { volumeId, capacityBytes: capacity, volumeContext } };
   }

@@ -9,7 +9,7 @@
  * @module
  */
 import { failedPrecondition, invalidArgument } from "../csi/errors.ts";
-import { SECRET_KEYS } from "../node/credentials.ts";
+import { SECRET_KEYS } from "../csi/secret_keys.ts";
 import type { S3Credentials } from "../s3/bucket_store.ts";
 
 const ACCESS_KEY_REGEXP = /^[A-Za-z0-9]{1,128}$/;

@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import type { MountpointS3PodAttachment } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import { EVENTS, LEASES, PODS, PVCS, PVS, S3PAS } from "../../src/kube/resources.ts";
+import { EVENTS, LEASES, PODS, PVCS, PVS } from "../../src/kube/resources.ts";
+import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { Lease, PersistentVolume, PersistentVolumeClaim, Pod } from "../../src/kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { ROOT, type Running, spawnBinary, waitFor } from "../_helpers.ts";

@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { S3PA_CRD_NAME } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import { S3PAS } from "../../src/kube/resources.ts";
+import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import { deployCluster, deployClusterKinds, runTask, snapshot } from "./_deploy_cluster.ts";
 
 function log(text: string): void {

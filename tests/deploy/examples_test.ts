@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { parseAllDocuments } from "yaml";
-import { VOLUME_CONTEXT } from "../../src/node/publish_request.ts";
+import { VOLUME_CONTEXT } from "../../src/csi/volume_context.ts";
 import { PARAM } from "../../src/provisioning/parameters.ts";
 import { defaultValues } from "../../src/deploy/values.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";

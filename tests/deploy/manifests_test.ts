@@ -9,9 +9,9 @@
  */
 import assert from "node:assert/strict";
 import { parseAllDocuments } from "yaml";
-import { NODE_OPTIONS } from "../../src/node/node_options.ts";
+import { NODE_OPTIONS } from "../../src/options/node_options.ts";
 import { NODE_CAPABILITIES } from "../../src/node/node_service.ts";
-import { CONTROLLER_OPTIONS } from "../../src/controller/controller_options.ts";
+import { CONTROLLER_OPTIONS } from "../../src/options/controller_options.ts";
 import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
 import {
   DEFAULT_KUBELET_ROOT,

@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { LEADER_LEASE_NAME } from "../../src/controller/controller_options.ts";
+import { LEADER_LEASE_NAME } from "../../src/options/controller_options.ts";
 import assert from "node:assert/strict";
 import type { Manifest, PolicyRule } from "../../src/deploy/k8s_objects.ts";
 import { ANNOTATION_RBAC_FOR } from "../../src/deploy/names.ts";

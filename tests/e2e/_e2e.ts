@@ -22,7 +22,8 @@ import {
 } from "@aws-sdk/client-s3";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { ApiEventRecorder } from "../../src/kube/event_recorder.ts";
-import { EVENTS, PODS, PVCS, PVS, S3PAS, SECRETS } from "../../src/kube/resources.ts";
+import { EVENTS, PODS, PVCS, PVS, SECRETS } from "../../src/kube/resources.ts";
+import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import {
   ANNOTATION_NEEDS_UNMOUNT,

@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import type { MountpointS3PodAttachment } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import { NAMESPACES, PODS, PRIORITY_CLASSES, PVCS, PVS, S3PAS } from "../../src/kube/resources.ts";
+import { NAMESPACES, PODS, PRIORITY_CLASSES, PVCS, PVS } from "../../src/kube/resources.ts";
+import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { Pod } from "../../src/kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { startApiServer } from "../testbed/apiserver/api_server.ts";

@@ -19,7 +19,8 @@ import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { loadKubeConfig } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
-import { NAMESPACES, NODES, PODS, type Resource, S3PAS } from "../../src/kube/resources.ts";
+import { NAMESPACES, NODES, PODS, type Resource } from "../../src/kube/resources.ts";
+import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import {
   COMPONENT_MOUNTPOINT_POD,
   LABEL_COMPONENT,

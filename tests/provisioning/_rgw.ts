@@ -19,7 +19,7 @@ import {
 import { connectCsi, type CsiClient } from "../../src/csi/client.ts";
 import { IdentityService } from "../../src/csi/identity_service.ts";
 import { CsiServer } from "../../src/csi/server.ts";
-import { createProvisioning } from "../../src/provisioning/provisioning_options.ts";
+import { createProvisioning } from "../../src/provisioning/create_provisioning.ts";
 import { S3ClientFactory } from "../../src/s3/client_factory.ts";
 import type { S3Credentials } from "../../src/s3/bucket_store.ts";
 import { tempDir } from "../_helpers.ts";

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { IdentityService } from "../../src/csi/identity_service.ts";
 import { CsiServer } from "../../src/csi/server.ts";
 import { connectCsi } from "../../src/csi/client.ts";
-import { createProvisioning } from "../../src/provisioning/provisioning_options.ts";
+import { createProvisioning } from "../../src/provisioning/create_provisioning.ts";
 import { ConfigError } from "../../src/util/errors.ts";
 import { tempDir } from "../_helpers.ts";
 import { grpcError, RawS3, type Rgw, rgw, SKIP_REASON, unique } from "./_rgw.ts";

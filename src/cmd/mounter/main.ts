@@ -4,7 +4,7 @@
  * @module
  */
 import { runCli } from "../../util/cli.ts";
-import { MOUNTER_OPTIONS } from "../../mounter/mounter_options.ts";
+import { MOUNTER_OPTIONS } from "../../options/mounter_options.ts";
 import { runMounter } from "../../mounter/run_mounter.ts";
 
 if (import.meta.main) {

@@ -4,7 +4,7 @@
  * @module
  */
 import { runCli } from "../../util/cli.ts";
-import { NODE_OPTIONS } from "../../node/node_options.ts";
+import { NODE_OPTIONS } from "../../options/node_options.ts";
 import { runNode } from "../../node/run_node.ts";
 
 if (import.meta.main) {

@@ -11,7 +11,8 @@
  */
 import { CreateBucketCommand, GetObjectCommand } from "@aws-sdk/client-s3";
 import type { KubeObject } from "../../../src/kube/client.ts";
-import { EVENTS, PODS, PVCS, PVS, S3PAS, STORAGE_CLASSES } from "../../../src/kube/resources.ts";
+import { EVENTS, PODS, PVCS, PVS, STORAGE_CLASSES } from "../../../src/kube/resources.ts";
+import { S3PAS } from "../../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kubelet/k8s_types.ts";
 import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../../../src/mppod/labels.ts";
 import { DRIVER_NAME } from "../../../src/util/version.ts";

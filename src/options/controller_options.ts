@@ -7,7 +7,7 @@
 import { endpointProblem } from "../csi/endpoint.ts";
 import type { OptionSpecs, ParsedConfig } from "../util/config.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
-import { PROVISIONING_OPTIONS } from "../provisioning/provisioning_options.ts";
+import { PROVISIONING_OPTIONS } from "./provisioning_options.ts";
 
 const DNS_LABEL_REGEXP = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN_REGEXP = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
