@@ -60,7 +60,7 @@ import {
 import { FreshView } from "./fresh_view.ts";
 import type { ControllerMetrics } from "./metrics.ts";
 import { keyOfAttachment, sharingKey, SharingKeyError, specOfKey } from "./sharing_key.ts";
-import type { ProcessResult } from "./work_queue.ts";
+import type { ProcessResult } from "../util/work_queue.ts";
 import { claimKeys, type WorkloadVolume, workloadVolumes } from "./workload_volumes.ts";
 
 /** Informer index names. */

@@ -32,7 +32,7 @@ import { type ControllerConfig, LEADER_LEASE_NAME } from "../options/controller_
 import { PromControllerMetrics } from "./prom_metrics.ts";
 import { type ControllerCaches, INDEX, Reconciler, registerIndexes } from "./reconciler.ts";
 import { StaleCleaner } from "./stale_cleaner.ts";
-import { WorkQueue } from "./work_queue.ts";
+import { WorkQueue } from "../util/work_queue.ts";
 
 /** The CSI Controller service (dynamic provisioning) the controller serves on `--csi-endpoint`. */
 export interface ProvisioningService {

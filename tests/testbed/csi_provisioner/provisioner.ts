@@ -23,7 +23,7 @@ import type { EventRecorder } from "../../../src/kube/event_recorder.ts";
 import { Informer, sleep } from "../../../src/kube/informer.ts";
 import { PVCS, PVS, STORAGE_CLASSES } from "../../../src/kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../../src/kube/types.ts";
-import { WorkQueue } from "../../../src/controller/work_queue.ts";
+import { WorkQueue } from "../../../src/util/work_queue.ts";
 import { errorMessage, TimeoutError } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
 import { DRIVER_NAME } from "../../../src/util/version.ts";

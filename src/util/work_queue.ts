@@ -8,8 +8,8 @@
  *
  * @module
  */
-import { errorMessage } from "../util/errors.ts";
-import { logger } from "../util/log.ts";
+import { errorMessage } from "./errors.ts";
+import { logger } from "./log.ts";
 
 /** What a processing function asks for. */
 export interface ProcessResult {
