@@ -20,6 +20,7 @@ import { RestKubeClient } from "../src/kube/rest_client.ts";
 import { kubeConfigFromFile } from "../src/kube/kube_config.ts";
 import { fromFileUrl } from "./_gen_util.ts";
 import { V8_FLAGS } from "./build.ts";
+import { waitFor } from "../src/util/wait_for.ts";
 
 const ROOT = fromFileUrl(new URL("../", import.meta.url));
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
@@ -53,21 +54,6 @@ function rss(pid: number): { rssMb: number; peakMb: number } {
   return { rssMb: kb("VmRSS") / 1024, peakMb: kb("VmHWM") / 1024 };
 }
 
-async function waitFor<T>(
-  what: string,
-  fn: () => Promise<T | undefined | false>,
-  timeoutMs: number,
-  everyMs = 100,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
-
 // 1. API server.
 let kubeconfig = values.kubeconfig;
 let apiserver: Deno.ChildProcess | undefined;
@@ -93,7 +79,7 @@ if (!kubeconfig) {
   await waitFor(
     "the emulator",
     async () => (await Deno.stat(kubeconfig!).catch(() => undefined)) !== undefined,
-    30_000,
+    { timeoutMs: 30_000, intervalMs: 100 },
   );
 }
 const client = new RestKubeClient(kubeConfigFromFile(kubeconfig));
@@ -190,20 +176,21 @@ await pool(placement, Number(values.concurrency), async ({ i, pv, node }) => {
 });
 const createdMs = performance.now() - started;
 let peakDuring = idle.peakMb;
+async function countAttached() {
+  peakDuring = Math.max(peakDuring, rss(controller.pid).peakMb);
+  const list = await client.list<MountpointS3PodAttachment>(S3PAS);
+  const mine = list.items.filter((a) => a.spec.persistentVolumeName.startsWith(`bench-${run}-`));
+  const n = mine.reduce(
+    (s, a) => s + Object.values(a.spec.mountpointS3PodAttachments).flat().length,
+    0,
+  );
+  return n >= PODS_N && { attachments: mine.length, workloads: n, rv: list.resourceVersion };
+}
 const attached = await waitFor(
   "every workload attached",
-  async () => {
-    peakDuring = Math.max(peakDuring, rss(controller.pid).peakMb);
-    const list = await client.list<MountpointS3PodAttachment>(S3PAS);
-    const mine = list.items.filter((a) => a.spec.persistentVolumeName.startsWith(`bench-${run}-`));
-    const n = mine.reduce(
-      (s, a) => s + Object.values(a.spec.mountpointS3PodAttachments).flat().length,
-      0,
-    );
-    return n >= PODS_N && { attachments: mine.length, workloads: n, rv: list.resourceVersion };
-  },
-  600_000,
-  200,
+  // A list can fail while the API server is busy: try again at the next poll.
+  () => countAttached().catch(() => undefined),
+  { timeoutMs: 600_000, intervalMs: 200 },
 );
 const doneMs = performance.now() - started;
 await new Promise((r) => setTimeout(r, 2000));

@@ -25,22 +25,7 @@ export async function tempDir(prefix = "s3csi-test-"): Promise<{ path: string } 
   };
 }
 
-/** Poll `check` every `intervalMs` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(
-  what: string,
-  check: () => T | Promise<T>,
-  { timeoutMs = 10_000, intervalMs = 20 } = {},
-): Promise<Exclude<NonNullable<T>, false | "" | 0>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v) return v as Exclude<NonNullable<T>, false | "" | 0>;
-    if (Date.now() > deadline) {
-      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    }
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
+export { waitFor } from "../src/util/wait_for.ts";
 
 /** Write a kubeconfig that points at an address nothing listens on; for binaries that only load it. */
 export async function writeDummyKubeconfig(dir: string): Promise<string> {

@@ -10,12 +10,12 @@
  */
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import { ApiError } from "../kube/errors.ts";
-import { sleep } from "../kube/informer.ts";
 import { errorMessage, TimeoutError } from "../util/errors.ts";
 import type { Manifest } from "./k8s_objects.ts";
 import { CRD_RESOURCE, describe, resourceOf } from "./kinds.ts";
 import { FIELD_MANAGER } from "./names.ts";
 import { type RolloutStatus, waitForRollout } from "./rollout.ts";
+import { pause } from "../util/sleep.ts";
 
 /** What applying one object did. */
 export type ApplyAction = "created" | "configured" | "unchanged" | "would create" | "would apply";
@@ -92,7 +92,7 @@ export async function waitForCrd(
     const refused = conds.find((c) => c.type === "NamesAccepted" && c.status === "False");
     if (refused) throw new ApplyError(`CustomResourceDefinition ${name}`, refused.message);
     if (Date.now() > deadline) throw new TimeoutError(`CRD ${name} to be Established`, timeoutMs);
-    await sleep(200, signal);
+    await pause(200, signal);
   }
 }
 

@@ -6,10 +6,10 @@
  * @module
  */
 import type { KubeClient, KubeObject } from "../kube/client.ts";
-import { sleep } from "../kube/informer.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Manifest } from "./k8s_objects.ts";
 import { describe, resourceOf } from "./kinds.ts";
+import { pause } from "../util/sleep.ts";
 
 /** Status of one workload. */
 export interface RolloutStatus {
@@ -126,7 +126,7 @@ export async function waitForRollout(o: RolloutOptions): Promise<RolloutStatus[]
       );
       heartbeat = now;
     }
-    await sleep(
+    await pause(
       Math.min(o.intervalMs ?? 1000, Math.max(0, o.timeoutMs - (now - started))),
       o.signal,
     )

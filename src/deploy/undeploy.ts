@@ -10,11 +10,11 @@
  */
 import type { KubeClient } from "../kube/client.ts";
 import { ApiError } from "../kube/errors.ts";
-import { sleep } from "../kube/informer.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Manifest } from "./k8s_objects.ts";
 import { CRD_RESOURCE, describe, inApplyOrder, resourceOf } from "./kinds.ts";
+import { pause } from "../util/sleep.ts";
 
 /** Undeploy refused because volumes are mounted. */
 export class VolumesMountedError extends Error {
@@ -139,7 +139,7 @@ export async function undeploy(o: UndeployOptions): Promise<UndeployReport> {
       }
       if (!remaining.length || Date.now() > deadline || o.signal?.aborted) break;
       progress(`waiting for ${remaining.length} object(s) to finish terminating: ${remaining[0]}…`);
-      await sleep(1000, o.signal);
+      await pause(1000, o.signal);
     }
   }
   return { outcomes, attachments: attachments.length, remaining };

@@ -17,6 +17,7 @@ import { GoneError, NotFoundError } from "./errors.ts";
 import type { Resource } from "./resources.ts";
 import { errorMessage, TimeoutError } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
+import { pause } from "../util/sleep.ts";
 
 /** Event handlers; each is optional. */
 export interface InformerHandlers<T> {
@@ -168,7 +169,7 @@ export class Informer<T extends KubeObject> {
             ms: backoff,
             error: errorMessage(err) + hint,
           });
-          await sleep(backoff, signal);
+          await pause(backoff, signal);
         }
       }
     } finally {
@@ -280,18 +281,4 @@ export class Informer<T extends KubeObject> {
       }
     }
   }
-}
-
-/** Sleep `ms`, resolving early when `signal` aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }

@@ -12,7 +12,7 @@ import { LEASES } from "./resources.ts";
 import { type Lease, microTime } from "./types.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
-import { sleep } from "./informer.ts";
+import { pause } from "../util/sleep.ts";
 
 /** Options of {@link runLeaderElection}. */
 export interface LeaderElectionOptions {
@@ -56,7 +56,7 @@ export async function runLeaderElection(
       const work = o.onStartedLeading(leading.signal);
       let lastRenew = now();
       while (!signal.aborted) {
-        await sleep(o.retryPeriodMs, signal);
+        await pause(o.retryPeriodMs, signal);
         if (signal.aborted) break;
         const ok = await tryAcquireOrRenew(o, now).catch(() => false);
         if (ok) lastRenew = now();
@@ -76,7 +76,7 @@ export async function runLeaderElection(
       await release(o).catch(() => {});
       return "stopped";
     }
-    await sleep(o.retryPeriodMs, signal);
+    await pause(o.retryPeriodMs, signal);
   }
   return "stopped";
 }

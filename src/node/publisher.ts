@@ -27,7 +27,6 @@ import { isErrno } from "../sys/errno.ts";
 import type { Files } from "../sys/files.ts";
 import { findMount } from "../sys/mountinfo.ts";
 import type { Sys } from "../sys/sys.ts";
-import { sleep } from "../sys/wait_fd.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
@@ -45,6 +44,7 @@ import { checkMountHealth } from "./health.ts";
 import { renderArgs } from "./mount_options.ts";
 import { type MountpointPod, type MountpointPods, podUser } from "./mountpoint_pods.ts";
 import type { PublishParams } from "./publish_request.ts";
+import { sleep } from "../util/sleep.ts";
 
 const log = logger("node", "publisher");
 

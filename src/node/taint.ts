@@ -8,9 +8,9 @@
 import type { KubeClient, KubeObject } from "../kube/client.ts";
 import { NODES } from "../kube/resources.ts";
 import { TAINT_AGENT_NOT_READY } from "../mppod/labels.ts";
-import { sleep } from "../sys/wait_fd.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
+import { sleep } from "../util/sleep.ts";
 
 const log = logger("node", "taint");
 

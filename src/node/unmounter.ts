@@ -23,12 +23,12 @@ import {
 import type { Files } from "../sys/files.ts";
 import { findMount, mountsOfSource } from "../sys/mountinfo.ts";
 import type { Sys } from "../sys/sys.ts";
-import { sleep } from "../sys/wait_fd.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
 import { checkMountHealth } from "./health.ts";
 import type { MountpointPod, MountpointPods } from "./mountpoint_pods.ts";
+import { sleep } from "../util/sleep.ts";
 
 const log = logger("node", "unmounter");
 

@@ -7,7 +7,6 @@
  *
  * @module
  */
-import { TimeoutError } from "../util/errors.ts";
 import { SysError } from "./errno.ts";
 import { FdPassingError } from "./fd_passing.ts";
 import { findMount, mountContaining, type MountInfo, normalizeMountPath } from "./mountinfo.ts";
@@ -30,7 +29,7 @@ import type {
   UnmountResult,
   WaitMountReadyOptions,
 } from "./sys.ts";
-import { sleep } from "./wait_fd.ts";
+import { waitFor } from "../util/wait_for.ts";
 
 /** One recorded call: the method name and its arguments. */
 export interface FakeCall {
@@ -56,6 +55,11 @@ const ROOT_MOUNT: MountInfo = {
 };
 
 const POLL_MS = 1;
+
+/** {@link waitFor} options polling every {@link POLL_MS} within a call's deadline and signal. */
+function poll(options: { readonly signal?: AbortSignal | undefined; readonly timeoutMs: number }) {
+  return { timeoutMs: options.timeoutMs, intervalMs: POLL_MS, signal: options.signal };
+}
 
 class FakeListener implements SysListener {
   readonly pending: FakeConn[] = [];
@@ -276,7 +280,7 @@ export class FakeSys implements Sys {
     this.#record("accept", listener, options);
     const l = listener as FakeListener;
     for (;;) {
-      await waitUntil(() => l.pending.length > 0, options, `a connection on "${l.path}"`);
+      await waitFor(`a connection on "${l.path}"`, () => l.pending.length > 0, poll(options));
       const conn = l.pending.shift()!;
       if (
         options.allowUids === undefined || options.allowUids.includes(conn.peer.credentials.uid)
@@ -290,10 +294,10 @@ export class FakeSys implements Sys {
   /** {@inheritDoc Sys.connectUnix} */
   async connectUnix(path: string, options: ConnectOptions): Promise<SysConn> {
     this.#record("connectUnix", path, options);
-    await waitUntil(
-      () => this.#listeners.get(path)?.closed === false,
-      options,
+    await waitFor(
       `a listener on "${path}"`,
+      () => this.#listeners.get(path)?.closed === false,
+      poll(options),
     );
     const client = new FakeConn(this.connectCredentials);
     const server = new FakeConn({ pid: 1, uid: 0, gid: 0 });
@@ -323,7 +327,7 @@ export class FakeSys implements Sys {
   async receiveWithFds(conn: SysConn, options: ReceiveOptions): Promise<ReceivedMessage> {
     this.#record("receiveWithFds", conn, options);
     const c = conn as FakeConn;
-    await waitUntil(() => c.peer.closed, options, "the rest of the message");
+    await waitFor("the rest of the message", () => c.peer.closed, poll(options));
     const fds = c.inbox.flatMap((m) => m.fds);
     const total = c.inbox.reduce((n, m) => n + m.bytes.length, 0);
     const fail = (err: Error) => {
@@ -348,20 +352,5 @@ export class FakeSys implements Sys {
       offset += m.bytes.length;
     }
     return { bytes, fds };
-  }
-}
-
-/** Poll `condition` every millisecond until it holds, the timeout passes or the signal aborts. */
-async function waitUntil(
-  condition: () => boolean,
-  options: { readonly signal?: AbortSignal | undefined; readonly timeoutMs: number },
-  what: string,
-): Promise<void> {
-  const deadline = performance.now() + options.timeoutMs;
-  for (;;) {
-    options.signal?.throwIfAborted();
-    if (condition()) return;
-    if (performance.now() >= deadline) throw new TimeoutError(what, options.timeoutMs);
-    await sleep(POLL_MS, options.signal);
   }
 }

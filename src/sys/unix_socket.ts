@@ -25,7 +25,8 @@ import {
   SOCK_STREAM,
   SOL_SOCKET,
 } from "./libc.ts";
-import { sleep, waitFd, type WaitOptions } from "./wait_fd.ts";
+import { waitFd, type WaitOptions } from "./wait_fd.ts";
+import { sleep } from "../util/sleep.ts";
 
 /** Longest socket path: `sun_path` is 108 bytes including the terminating NUL. */
 export const MAX_UNIX_PATH_BYTES = 107;

@@ -84,22 +84,3 @@ export async function waitFd(fd: number, events: number, options: WaitFdOptions)
     libc().close(wake);
   }
 }
-
-/**
- * Resolve after `ms` milliseconds, or reject with `signal.reason` as soon as the signal aborts.
- * The timer is cleared on abort, so nothing leaks.
- */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}

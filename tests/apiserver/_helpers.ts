@@ -3,24 +3,8 @@
  *
  * @module
  */
-import { TimeoutError } from "../../src/util/errors.ts";
 
-/** Poll `check` until it returns a value other than undefined/false, or time out. */
-export async function waitFor<T>(
-  what: string,
-  check: () => T | undefined | false | Promise<T | undefined | false>,
-  options: { timeoutMs?: number; intervalMs?: number; signal?: AbortSignal } = {},
-): Promise<T> {
-  const timeoutMs = options.timeoutMs ?? 5000;
-  const deadline = Date.now() + timeoutMs;
-  while (true) {
-    options.signal?.throwIfAborted();
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new TimeoutError(what, timeoutMs);
-    await new Promise((r) => setTimeout(r, options.intervalMs ?? 20));
-  }
-}
+export { waitFor } from "../../src/util/wait_for.ts";
 
 /** Result of {@link kubectl}. */
 export interface KubectlResult {

@@ -20,7 +20,7 @@ import { connectCsi, type CsiClient } from "../../../src/csi/client.ts";
 import type { KubeClient } from "../../../src/kube/client.ts";
 import { AlreadyExistsError } from "../../../src/kube/errors.ts";
 import type { EventRecorder } from "../../../src/kube/event_recorder.ts";
-import { Informer, sleep } from "../../../src/kube/informer.ts";
+import { Informer } from "../../../src/kube/informer.ts";
 import { PVCS, PVS, STORAGE_CLASSES } from "../../../src/kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../../src/kube/types.ts";
 import { WorkQueue } from "../../../src/util/work_queue.ts";
@@ -39,6 +39,7 @@ import {
   volumeNameFor,
 } from "./provision_request.ts";
 import { secretData, VolumeDeleter } from "./volume_deleter.ts";
+import { pause } from "../../../src/util/sleep.ts";
 
 /** Options of {@link Provisioner}. */
 export interface ProvisionerOptions {
@@ -115,7 +116,7 @@ export class Provisioner {
         }
       }
       if (Date.now() > deadline) throw new TimeoutError("the driver to be ready", timeoutMs);
-      await sleep(1000, this.#stop.signal);
+      await pause(1000, this.#stop.signal);
     }
     const info = await csi.identity.getPluginInfo({});
     if (info.name !== this.#driver) {

@@ -1,6 +1,6 @@
 /**
  * Exponential back-off as kubelet uses it (volume operations: 500 ms doubling to 2 m 2 s;
- * container restarts: 10 s doubling to 5 min), and an abortable sleep.
+ * container restarts: 10 s doubling to 5 min).
  *
  * @module
  */
@@ -38,26 +38,4 @@ export class Backoff {
   reset(): void {
     this.#current = 0;
   }
-}
-
-/** Resolve after `ms`, or early (without rejecting) when `signal` aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-  });
-}
-
-/** Resolve when `signal` aborts (at once if it already has); never rejects. */
-export function aborted(signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    signal.addEventListener("abort", () => resolve(), { once: true });
-  });
 }

@@ -10,7 +10,7 @@ import type { KubeClient } from "../../../src/kube/client.ts";
 import { SECRETS } from "../../../src/kube/resources.ts";
 import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
-import { Backoff, type BackoffSettings, RESTART_BACKOFF, sleep } from "./backoff.ts";
+import { Backoff, type BackoffSettings, RESTART_BACKOFF } from "./backoff.ts";
 import { ContainerProcess } from "./container_process.ts";
 import {
   buildProcessSpec,
@@ -23,6 +23,7 @@ import type { EventRecorder } from "./event_recorder.ts";
 import type { Container, Pod } from "./k8s_types.ts";
 import { CONFIGMAPS_RESOURCE } from "./kubelet_resources.ts";
 import { type ContainerRecord, terminatedReason } from "./pod_status.ts";
+import { pause } from "../../../src/util/sleep.ts";
 
 /** What a container loop needs from its pod worker. */
 export interface ContainerRunContext {
@@ -90,7 +91,7 @@ export async function runContainer(
       rec.state = { waiting: { reason, message: errorMessage(err) } };
       ctx.sync();
       await ctx.events.record(ctx.pod(), "Warning", "Failed", `Error: ${errorMessage(err)}`);
-      await sleep(backoff.next(), term);
+      await pause(backoff.next(), term);
       continue;
     }
     ctx.procs.set(c.name, proc);
@@ -140,7 +141,7 @@ export async function runContainer(
       "Back-off restarting failed container " +
         `${c.name} in pod ${ctx.pod().metadata.name}_${ctx.pod().metadata.namespace}(${ctx.pod().metadata.uid})`,
     );
-    await sleep(delay, term);
+    await pause(delay, term);
     if (term.aborted) return last;
     rec.restartCount++;
   }

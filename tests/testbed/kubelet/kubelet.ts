@@ -17,7 +17,6 @@ import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
 import { DRIVER_NAME } from "../../../src/util/version.ts";
 import type { BackoffSettings } from "./backoff.ts";
-import { sleep } from "./backoff.ts";
 import { CsiNodeCalls } from "./csi_node_calls.ts";
 import type { ImageMapping } from "./container_spec.ts";
 import { EventRecorder } from "./event_recorder.ts";
@@ -26,6 +25,7 @@ import type { CsiDriver, Node, Pod } from "./k8s_types.ts";
 import { CSI_DRIVERS, CSI_NODES } from "./kubelet_resources.ts";
 import { PodWorker } from "./pod_worker.ts";
 import { VolumeManager } from "./volume_manager.ts";
+import { pause } from "../../../src/util/sleep.ts";
 
 /** Annotation kubelet keeps on the Node: driver name → node id (JSON). */
 export const NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid";
@@ -229,7 +229,7 @@ export class Kubelet {
           this.#log.debug("Driver registration failed: {error}", { error: errorMessage(err) });
         }
       }
-      await sleep(500, signal);
+      await pause(500, signal);
     }
   }
 

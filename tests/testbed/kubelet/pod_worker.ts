@@ -18,7 +18,7 @@ import { PODS } from "../../../src/kube/resources.ts";
 import { readMountInfo } from "../../../src/sys/mountinfo.ts";
 import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
-import { aborted, type BackoffSettings, sleep } from "./backoff.ts";
+import { type BackoffSettings } from "./backoff.ts";
 import type { ContainerProcess } from "./container_process.ts";
 import { type ContainerRunContext, runContainer } from "./container_runner.ts";
 import { type ImageMapping, isMountpointPod } from "./container_spec.ts";
@@ -33,6 +33,7 @@ import {
   newContainerRecord,
 } from "./pod_status.ts";
 import type { VolumeManager } from "./volume_manager.ts";
+import { aborted, pause } from "../../../src/util/sleep.ts";
 
 /** What a worker needs from its kubelet. */
 export interface PodWorkerDeps {
@@ -189,7 +190,7 @@ export class PodWorker {
   async #republishLoop(signal: AbortSignal): Promise<void> {
     if (!this.#d.republishMs || !(await this.#d.requiresRepublish().catch(() => false))) return;
     while (!signal.aborted) {
-      await sleep(this.#d.republishMs * (1 + Math.random() * 0.5), signal);
+      await pause(this.#d.republishMs * (1 + Math.random() * 0.5), signal);
       if (signal.aborted) return;
       await this.#d.volumes.republish(this.#pod, signal);
     }
@@ -219,7 +220,7 @@ export class PodWorker {
     if (!this.#d.statsMs) return;
     while (!signal.aborted) {
       await this.#d.volumes.collectStats(this.#pod.metadata.uid);
-      await sleep(this.#d.statsMs * (1 + Math.random()), signal);
+      await pause(this.#d.statsMs * (1 + Math.random()), signal);
     }
   }
 
@@ -327,7 +328,7 @@ export class PodWorker {
       return;
     }
     while (!clean && (await this.#d.volumes.podVolumesMounted(this.#pod.metadata.uid))) {
-      await sleep(100, this.#stop.signal);
+      await pause(100, this.#stop.signal);
       if (this.#stop.signal.aborted) return;
     }
     finalizeRecords(this.#records, nowRfc3339());

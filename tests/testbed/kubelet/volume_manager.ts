@@ -14,7 +14,7 @@ import { PVS } from "../../../src/kube/resources.ts";
 import { readMountInfo } from "../../../src/sys/mountinfo.ts";
 import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
-import { Backoff, type BackoffSettings, sleep, VOLUME_BACKOFF } from "./backoff.ts";
+import { Backoff, type BackoffSettings, VOLUME_BACKOFF } from "./backoff.ts";
 import { CsiNodeCalls, kubeletErrorText } from "./csi_node_calls.ts";
 import type { EventRecorder } from "./event_recorder.ts";
 import type { CsiDriver, PersistentVolume, Pod, PodVolume } from "./k8s_types.ts";
@@ -37,6 +37,7 @@ import {
 } from "./pod_volume_sources.ts";
 import { buildUnpublishRequest } from "./publish_request.ts";
 import { CSI_DRIVERS } from "./kubelet_resources.ts";
+import { pause } from "../../../src/util/sleep.ts";
 
 /** Options of {@link VolumeManager}. */
 export interface VolumeManagerOptions {
@@ -111,7 +112,7 @@ export class VolumeManager {
             message,
           });
           await this.#o.events.record(pod, "Warning", "FailedMount", message, signal);
-          await sleep(backoff.next(), signal);
+          await pause(backoff.next(), signal);
         }
       }
     }
@@ -282,7 +283,7 @@ export class VolumeManager {
             uid: podUID,
             error: kubeletErrorText(err),
           });
-          await sleep(backoff.next(), signal);
+          await pause(backoff.next(), signal);
         }
       }
       await this.#releaseDevice(v.volumeHandle);

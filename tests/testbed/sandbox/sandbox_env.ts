@@ -42,6 +42,7 @@ import { ChildProcess, SupervisedProcess } from "./child_process.ts";
 import { type RealTier, startRealTier } from "./kube_real.ts";
 import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
 import type { StepReporter } from "./step_reporter.ts";
+import { waitFor } from "../../../src/util/wait_for.ts";
 
 /** PriorityClass of Mountpoint Pods, as the deployment manifests create it (controller default). */
 export const MOUNTPOINT_PRIORITY_CLASS = "mount-s3-critical";
@@ -68,28 +69,6 @@ export interface SandboxEnvOptions {
    * then unique per run (namespaces, nodes, PVs) and everything created is deleted at the end.
    */
   readonly realApiserver?: boolean;
-}
-
-/** A step's wait ran out. */
-export class WaitTimeoutError extends Error {
-  /** `what` is what was awaited. */
-  constructor(what: string, ms: number) {
-    super(`timed out after ${ms / 1000} s waiting for ${what}`);
-    this.name = "WaitTimeoutError";
-  }
-}
-
-/** Poll `check` every 100 ms until true; bounded. @throws {WaitTimeoutError} */
-export async function waitUntil(
-  what: string,
-  check: () => Promise<boolean> | boolean,
-  ms: number,
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new WaitTimeoutError(what, ms);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 /** Create `obj` unless it exists; true when created here. */
@@ -213,21 +192,21 @@ export class SandboxEnv {
           volumeLifecycleModes: ["Persistent"],
         },
       });
-      await waitUntil("the S3PA CRD to be Established", async () => {
+      await waitFor("the S3PA CRD to be Established", async () => {
         const got = await c.get<
           { status?: { conditions?: { type: string; status: string }[] } } & KubeObject
         >(CRDS, crd.metadata!.name!);
         return got?.status?.conditions?.some((x) =>
           x.type === "Established" && x.status === "True"
         ) ?? false;
-      }, 20_000);
+      }, { timeoutMs: 20_000, intervalMs: 100 });
       if (this.real) {
         // The ServiceAccount admission rejects pods until KCM made the namespace's "default" SA.
         for (const ns of [this.mpNamespace, this.namespace]) {
-          await waitUntil(
+          await waitFor(
             `ServiceAccount ${ns}/default`,
             async () => !!(await c.get(SERVICE_ACCOUNTS, "default", ns)),
-            30_000,
+            { timeoutMs: 30_000, intervalMs: 100 },
           );
         }
       }
@@ -379,12 +358,12 @@ export class SandboxEnv {
     const node = { name, root, socket, plugin, kubelet };
     this.nodes.push(node);
     await kubelet.start();
-    await waitUntil("driver registration (NodeGetInfo)", () => {
+    await waitFor("driver registration (NodeGetInfo)", () => {
       if (plugin.exitCode !== undefined) {
         throw new Error(`node plugin exited with ${plugin.exitCode} (log ${plugin.logPath})`);
       }
       return kubelet.driverRegistered;
-    }, 30_000);
+    }, { timeoutMs: 30_000, intervalMs: 100 });
     if (this.real) await this.#untaintNode(name);
     return node;
   }
@@ -397,7 +376,7 @@ export class SandboxEnv {
    */
   async #untaintNode(name: string): Promise<void> {
     const c = this.client!;
-    await waitUntil(`node ${name} without the not-ready taint`, async () => {
+    await waitFor(`node ${name} without the not-ready taint`, async () => {
       const node = await c.get<{ spec?: { taints?: { key: string }[] } } & KubeObject>(NODES, name);
       const taints = node?.spec?.taints ?? [];
       const kept = taints.filter((t) => !t.key.startsWith("node.kubernetes.io/not-ready"));
@@ -407,7 +386,7 @@ export class SandboxEnv {
         spec: { taints: kept },
       }).catch(() => undefined); // a conflict: retried
       return false;
-    }, 10_000);
+    }, { timeoutMs: 10_000, intervalMs: 100 });
   }
 
   /**
@@ -429,19 +408,19 @@ export class SandboxEnv {
         await c.delete(PODS, p.metadata.name, p.metadata.namespace).catch(() => false);
       }
       if (workloads.length) {
-        await waitUntil(
+        await waitFor(
           "the workload pods to go",
           async () => !(await c.list<Pod>(PODS, { namespace: ns })).items.length,
-          10_000,
+          { timeoutMs: 10_000, intervalMs: 100 },
         );
       }
       // Even with no workload left, Mountpoint Pods may still be releasing (needs-unmount →
       // unmount → Succeeded): stopping the controller and kubelets now would leave mounts.
       if (this.controller && this.controller.exitCode === undefined) {
-        await waitUntil(
+        await waitFor(
           "the Mountpoint Pods to go",
           async () => !(await c.list(PODS, { namespace: this.mpNamespace })).items.length,
-          30_000,
+          { timeoutMs: 30_000, intervalMs: 100 },
         );
       }
       this.#r.report(title, "ok", `${workloads.length} pod(s)`, performance.now() - t0);
@@ -529,11 +508,11 @@ export class SandboxEnv {
       if (await c.delete(NAMESPACES, ns).catch(() => false)) n++;
     }
     // Namespace deletion is asynchronous (KCM's namespace controller); wait a little, no more.
-    const gone = await waitUntil(
+    const gone = await waitFor(
       "the namespaces to go",
       async () =>
         !(await c.get(NAMESPACES, this.namespace)) && !(await c.get(NAMESPACES, this.mpNamespace)),
-      30_000,
+      { timeoutMs: 30_000, intervalMs: 100 },
     ).then(() => true, (err) => {
       this.#log.warn("Namespaces still there: {error}", { error: errorMessage(err) });
       return false;

@@ -18,6 +18,8 @@ import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../../../src/mppod/la
 import { DRIVER_NAME } from "../../../src/util/version.ts";
 import type { SandboxEnv } from "./sandbox_env.ts";
 import { PendingError, SkippedError, type StepReporter } from "./step_reporter.ts";
+import { sleep } from "../../../src/util/sleep.ts";
+import { waitFor } from "../../../src/util/wait_for.ts";
 
 /** Names used by the scenario (the PV and StorageClass get a run suffix on the real tier). */
 export const SCENARIO = {
@@ -41,10 +43,6 @@ export interface ScenarioOptions {
   readonly controllerTimeoutMs: number;
   /** Leave the workload in place (`--keep`). */
   readonly keepWorkload: boolean;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
 
 /** Run the scenario; every outcome is reported through `r`. */
@@ -113,7 +111,7 @@ export async function runScenario(
     await waitFor("the PV to be Available", async () => {
       const pv = await c.get<PersistentVolume>(PVS, pvName);
       return pv?.status?.phase === "Available";
-    }, 45_000);
+    }, { timeoutMs: 45_000, intervalMs: 200 });
     await c.create(PVCS, {
       metadata: { name: SCENARIO.pvc, namespace: ns },
       spec: {
@@ -126,7 +124,7 @@ export async function runScenario(
     await waitFor("the PVC to be Bound", async () => {
       const pvc = await c.get<PersistentVolumeClaim>(PVCS, SCENARIO.pvc, ns);
       return pvc?.status?.phase === "Bound";
-    }, 45_000);
+    }, { timeoutMs: 45_000, intervalMs: 200 });
     return `${SCENARIO.pvc} ⇄ ${pvName}`;
   }, (d) => d);
   if (!bound) return;
@@ -417,7 +415,7 @@ async function dynamicProvisioning(
           }
         }
         return false;
-      }, 60_000);
+      }, { timeoutMs: 60_000, intervalMs: 200 });
       const bound = (await c.get<PersistentVolumeClaim>(PVCS, SCENARIO.dynamicPvc, ns))!;
       const pvName = bound.spec.volumeName ?? `pvc-${pvc.metadata.uid}`;
       const pv = await c.get<PersistentVolume>(PVS, pvName);
@@ -452,7 +450,7 @@ async function dynamicProvisioning(
       }
       node = p?.spec.nodeName ?? "";
       return p?.status?.phase === "Succeeded";
-    }, o.mountTimeoutMs);
+    }, { timeoutMs: o.mountTimeoutMs, intervalMs: 200 });
     return node;
   }, (node) => `on ${node}`);
   await r.step("Dynamic volume: object landed in S3", async () => {
@@ -471,29 +469,23 @@ async function dynamicProvisioning(
       await waitFor(
         "the pod to go",
         async () => !(await c.get(PODS, SCENARIO.dynamicPod, ns)),
-        30_000,
+        { timeoutMs: 30_000, intervalMs: 200 },
       );
       await c.delete(PVCS, SCENARIO.dynamicPvc, ns);
-      await waitFor("the PV to go", async () => !(await c.get(PVS, provisioned.pv)), 60_000);
+      await waitFor("the PV to go", async () => !(await c.get(PVS, provisioned.pv)), {
+        timeoutMs: 60_000,
+        intervalMs: 200,
+      });
       await waitFor(
         `bucket ${provisioned.bucket} to go`,
         async () => !(await env.bucketExists(provisioned.bucket)),
-        10_000,
+        { timeoutMs: 10_000, intervalMs: 200 },
       );
       return `${provisioned.pv}, ${provisioned.bucket}`;
     },
     (d) => d,
   );
   await c.delete(STORAGE_CLASSES, scName).catch(() => false);
-}
-
-/** Poll `check` every 200 ms until true; bounded. */
-async function waitFor(what: string, check: () => Promise<boolean>, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000} s`);
-    await sleep(200);
-  }
 }
 
 /** The last warning or error line of a process log, shortened. */
