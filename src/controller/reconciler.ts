@@ -27,7 +27,6 @@ import type { Informer } from "../kube/informer.ts";
 import { PODS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
-import { kubeTime } from "../kube/types.ts";
 import {
   ANNOTATION_NEEDS_UNMOUNT,
   COMPONENT_MOUNTPOINT_POD,
@@ -62,6 +61,7 @@ import type { ControllerMetrics } from "./metrics.ts";
 import { keyOfAttachment, sharingKey, SharingKeyError, specOfKey } from "./sharing_key.ts";
 import type { ProcessResult } from "../util/work_queue.ts";
 import { claimKeys, type WorkloadVolume, workloadVolumes } from "./workload_volumes.ts";
+import { kubeTime } from "../kube/time.ts";
 
 /** Informer index names. */
 export const INDEX = {

@@ -10,7 +10,7 @@ import { NODE_OPTIONS } from "../options/node_options.ts";
 import { type OptionSpecs, parseDuration } from "../util/config.ts";
 import { ConfigError } from "../util/errors.ts";
 import { imageProblem } from "./image_ref.ts";
-import { parseQuantity } from "./quantity.ts";
+import { parseQuantity } from "../kube/quantity.ts";
 import { defaultValues, type DeployValues, type ResourceValues } from "./values.ts";
 import { MANAGED_CONTROLLER_SETTINGS, MANAGED_NODE_SETTINGS } from "./settings.ts";
 

@@ -9,9 +9,9 @@
  */
 import type { KubeClient, KubeObject } from "./client.ts";
 import { EVENTS } from "./resources.ts";
-import { kubeTime } from "./types.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
+import { kubeTime } from "./time.ts";
 
 /** Repeats inside this window update the existing Event instead of creating one. */
 export const DEDUPE_WINDOW_MS = 10 * 60_000;

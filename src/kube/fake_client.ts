@@ -18,6 +18,7 @@ import type {
 import { objectKey } from "./client.ts";
 import { AlreadyExistsError, ApiError, ConflictError, GoneError, NotFoundError } from "./errors.ts";
 import { apiVersionOf, type Resource } from "./resources.ts";
+import { kubeTime } from "./time.ts";
 
 type Listener = (event: WatchEvent<KubeObject>) => void;
 
@@ -158,7 +159,7 @@ export class FakeKubeClient implements KubeClient {
       name,
       uid: `uid-${++this.#uid}`,
       resourceVersion: String(++this.#rv),
-      creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
+      creationTimestamp: kubeTime(),
     };
     delete stored.metadata.generateName;
     this.#objects.set(key, { resource: r, obj: stored });
@@ -263,7 +264,7 @@ export class FakeKubeClient implements KubeClient {
     if (cur.obj.metadata?.finalizers?.length) {
       if (!cur.obj.metadata.deletionTimestamp) {
         const next = structuredClone(cur.obj);
-        next.metadata!.deletionTimestamp = new Date().toISOString();
+        next.metadata!.deletionTimestamp = kubeTime();
         this.#replace(r, key, next, cur.obj);
       }
       return Promise.resolve(true);

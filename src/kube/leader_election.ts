@@ -9,10 +9,11 @@
 import type { KubeClient } from "./client.ts";
 import { AlreadyExistsError, ConflictError } from "./errors.ts";
 import { LEASES } from "./resources.ts";
-import { type Lease, microTime } from "./types.ts";
+import { type Lease } from "./types.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
 import { pause } from "../util/sleep.ts";
+import { microTime } from "./time.ts";
 
 /** Options of {@link runLeaderElection}. */
 export interface LeaderElectionOptions {

@@ -134,13 +134,3 @@ export interface Lease extends KubeObject {
 export function isTerminal(pod: Pod): boolean {
   return pod.status?.phase === "Succeeded" || pod.status?.phase === "Failed";
 }
-
-/** Kubernetes MicroTime (exactly 6 fractional digits), as the API server requires for Leases and Events. */
-export function microTime(date: Date = new Date()): string {
-  return date.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
-}
-
-/** Kubernetes Time (seconds precision, UTC). */
-export function kubeTime(date: Date = new Date()): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, "Z");
-}

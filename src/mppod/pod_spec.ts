@@ -28,6 +28,7 @@ import {
   LABEL_MOUNTPOINT_VERSION,
 } from "./labels.ts";
 import { COMM_DIR, COMM_VOLUME_NAME } from "./paths.ts";
+import { nonNegativeQuantity } from "../kube/quantity.ts";
 
 /** Size limit of the comm emptyDir (socket, two small files, credentials). */
 export const COMM_SIZE_LIMIT = "10Mi";
@@ -80,8 +81,6 @@ export class MountpointPodSpecError extends Error {
   override name = "MountpointPodSpecError";
 }
 
-const QUANTITY_REGEXP = /^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
-
 function resources(config: MountpointPodConfig, attrs: Readonly<Record<string, string>>) {
   const out: { requests: Record<string, string>; limits: Record<string, string> } = {
     requests: {},
@@ -93,7 +92,7 @@ function resources(config: MountpointPodConfig, attrs: Readonly<Record<string, s
   for (const [path, attr] of Object.entries(RESOURCE_ATTRIBUTES)) {
     const value = attrs[attr];
     if (value === undefined || value === "") continue;
-    if (!QUANTITY_REGEXP.test(value)) {
+    if (nonNegativeQuantity(value) === undefined) {
       throw new MountpointPodSpecError(
         `PV volume attribute ${attr}="${value}" is not a Kubernetes quantity (e.g. 500m, 1Gi): fix the PersistentVolume`,
       );

@@ -8,10 +8,10 @@ import { endpointProblem } from "../csi/endpoint.ts";
 import type { OptionSpecs, ParsedConfig } from "../util/config.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
 import { PROVISIONING_OPTIONS } from "./provisioning_options.ts";
+import { nonNegativeQuantity } from "../kube/quantity.ts";
 
 const DNS_LABEL_REGEXP = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN_REGEXP = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
-const QUANTITY_REGEXP = /^(\d+(\.\d+)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
 const IMAGE_REGEXP = /^[a-zA-Z0-9][a-zA-Z0-9._\-/:@]*$/;
 
 function dnsLabel(v: string): string | undefined {
@@ -27,7 +27,7 @@ function dnsSubdomainOrEmpty(v: string): string | undefined {
 }
 
 function quantityOrEmpty(v: string): string | undefined {
-  return v === "" || QUANTITY_REGEXP.test(v)
+  return v === "" || nonNegativeQuantity(v) !== undefined
     ? undefined
     : `must be a Kubernetes quantity such as 100m or 64Mi, got "${v}"`;
 }

@@ -23,7 +23,7 @@ import {
 import { parseEndpoint } from "../../src/csi/endpoint.ts";
 import type { Container, Manifest, Volume } from "../../src/deploy/k8s_objects.ts";
 import { containersOf, renderManifests, toYaml } from "../../src/deploy/render.ts";
-import { parseQuantity } from "../../src/deploy/quantity.ts";
+import { parseQuantity } from "../../src/kube/quantity.ts";
 import { resolveValues } from "../../src/deploy/values_validate.ts";
 import { checkContainerConfig } from "../../src/deploy/settings.ts";
 import { LOG_OPTIONS } from "../../src/util/log.ts";

@@ -7,7 +7,6 @@
  */
 import assert from "node:assert/strict";
 import { imageProblem } from "../../src/deploy/image_ref.ts";
-import { parseQuantity } from "../../src/deploy/quantity.ts";
 import { defaultValues } from "../../src/deploy/values.ts";
 import { loadValues, parseSetFlag } from "../../src/deploy/values_load.ts";
 import { resolveValues, ValuesError } from "../../src/deploy/values_validate.ts";
@@ -144,12 +143,4 @@ Deno.test("image references: tags, digests, registries with ports", () => {
   for (const bad of ["busybox", "Busybox:1", "a//b:1", "a:b:c", "x@sha256:123", ":1"]) {
     assert.ok(imageProblem(bad), bad);
   }
-});
-
-Deno.test("quantities", () => {
-  assert.equal(parseQuantity("100m"), 0.1);
-  assert.equal(parseQuantity("64Mi"), 64 * 2 ** 20);
-  assert.equal(parseQuantity("1e3"), 1000);
-  assert.equal(parseQuantity("-1"), -1);
-  assert.equal(parseQuantity("lots"), undefined);
 });

@@ -17,7 +17,7 @@ import {
 } from "./admission.ts";
 import { eventToCore, eventToEventsV1 } from "./event_convert.ts";
 import type { ListKeyFn } from "./field_set.ts";
-import { nowSeconds } from "./clock.ts";
+import { kubeTime } from "../../../src/kube/time.ts";
 import { crdListKeys, establishCrd } from "./crd_support.ts";
 import { deleteObject, type DeleteOptions, type DeleteResult } from "./deletion.ts";
 import { GarbageCollector } from "./gc.ts";
@@ -87,7 +87,6 @@ export interface WriteResult {
 }
 
 export type { DeleteOptions, DeleteResult };
-export { nowSeconds };
 
 function specOf(o: JsonObject): JsonObject {
   const { metadata: _m, status: _s, apiVersion: _a, kind: _k, ...rest } = o;
@@ -314,7 +313,7 @@ export class Cluster {
     if (t.group === "" && t.kind === "Pod") this.#checkPriorityClass(obj, name);
     if (this.store.get(sk, nsKey, name)) throw alreadyExists(this.#ref(t, name));
     m.uid = crypto.randomUUID();
-    m.creationTimestamp = nowSeconds();
+    m.creationTimestamp = kubeTime();
     delete m.resourceVersion;
     delete m.deletionTimestamp;
     delete m.deletionGracePeriodSeconds;
@@ -336,7 +335,7 @@ export class Cluster {
     return {
       manager,
       apiVersion: groupVersion(t),
-      now: nowSeconds(),
+      now: kubeTime(),
       listKeys: this.listKeys(t),
       ...(subresource ? { subresource } : {}),
     };

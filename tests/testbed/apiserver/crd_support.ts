@@ -5,13 +5,13 @@
  *
  * @module
  */
-import { nowSeconds } from "./clock.ts";
+import { kubeTime } from "../../../src/kube/time.ts";
 import { isObject, type JsonObject } from "./json_value.ts";
 
 /** Fill `status` (conditions NamesAccepted + Established, acceptedNames, storedVersions). */
 export function establishCrd(crd: JsonObject): JsonObject {
   const spec = (crd.spec ?? {}) as JsonObject;
-  const now = nowSeconds();
+  const now = kubeTime();
   crd.status = {
     conditions: [
       {

@@ -11,7 +11,7 @@
  * @module
  */
 import type { Cluster } from "./cluster.ts";
-import { nowSeconds } from "./clock.ts";
+import { kubeTime } from "../../../src/kube/time.ts";
 import { clone, deepEqual, isObject, type JsonObject, meta } from "./json_value.ts";
 import { type ResourceType, storageKey } from "./resources.ts";
 import { conflict, notFound } from "./status_errors.ts";
@@ -83,7 +83,7 @@ export function deleteObject(
   const isNamespace = t.kind === "Namespace" && t.group === "";
   if (!finalizers.length && grace === 0 && !isNamespace) {
     if (t.kind === "Pod" && t.group === "") {
-      nm.deletionTimestamp = nowSeconds();
+      nm.deletionTimestamp = kubeTime();
       nm.deletionGracePeriodSeconds = 0;
       c.store.update(sk, next);
     }
@@ -93,7 +93,7 @@ export function deleteObject(
   const prevDeadline = cm.deletionTimestamp ? Date.parse(String(cm.deletionTimestamp)) : Infinity;
   const deadline = Date.now() + grace * 1000;
   if (deadline < prevDeadline) {
-    nm.deletionTimestamp = nowSeconds(deadline);
+    nm.deletionTimestamp = kubeTime(deadline);
     nm.deletionGracePeriodSeconds = grace;
   }
   if (finalizers.length) nm.finalizers = [...new Set(finalizers)];

@@ -14,6 +14,7 @@ import { jsonPatch, JsonPatchError } from "./patch_json.ts";
 import { strategicMerge } from "./patch_strategic.ts";
 import { groupVersion, type ResourceType, storageKey } from "./resources.ts";
 import { ApiError, badRequest, invalid, notFound, unsupportedMediaType } from "./status_errors.ts";
+import { kubeTime } from "../../../src/kube/time.ts";
 
 /** The four patch media types. */
 export const PATCH_TYPES = {
@@ -156,7 +157,7 @@ function applyPatch(
     manager: w.manager,
     force: req.force ?? false,
     apiVersion: groupVersion(t),
-    now: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
+    now: kubeTime(),
     listKeys: cluster.listKeys(t),
     ...(req.subresource ? { subresource: req.subresource } : {}),
   };

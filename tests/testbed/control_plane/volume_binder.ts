@@ -22,37 +22,22 @@ import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
 import type { EventRecorder } from "../kubelet/event_recorder.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../kubelet/k8s_types.ts";
+import { nonNegativeQuantity } from "../../../src/kube/quantity.ts";
 
 /** Annotation set on both sides when the controller chose the binding. */
 export const ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller";
 /** Annotation set on the PVC once binding is complete. */
 export const ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed";
 
-const UNITS: Record<string, number> = {
-  "": 1,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-};
-
-/** Bytes of a resource quantity such as `10Gi`, `1G`, `1200`; NaN when unparsable. */
-export function parseQuantity(q: string | undefined): number {
-  const m = /^([0-9.]+)([a-zA-Z]*)$/.exec(q ?? "");
-  if (!m || !(m[2]! in UNITS)) return NaN;
-  return Number(m[1]) * UNITS[m[2]!]!;
+/** Bytes of a storage quantity such as `10Gi`, `1G`, `1200`; NaN when absent or unparsable. */
+function storageBytes(q: string | undefined): number {
+  return (q === undefined ? undefined : nonNegativeQuantity(q)) ?? NaN;
 }
 
 /** True when `pv` satisfies `pvc` (all of `findBestMatchForClaim`'s checks but availability). */
 export function pvMatchesClaim(pv: PersistentVolume, pvc: PersistentVolumeClaim): boolean {
-  const want = parseQuantity(pvc.spec.resources?.requests?.storage ?? "0");
-  const have = parseQuantity(pv.spec.capacity?.storage);
+  const want = storageBytes(pvc.spec.resources?.requests?.storage ?? "0");
+  const have = storageBytes(pv.spec.capacity?.storage);
   if (!(have >= want)) return false;
   const modes = pv.spec.accessModes ?? [];
   if (!(pvc.spec.accessModes ?? []).every((m) => modes.includes(m))) return false;
@@ -79,7 +64,7 @@ export function findBestMatch(
     return pvMatchesClaim(pv, pvc);
   });
   candidates.sort((a, b) =>
-    parseQuantity(a.spec.capacity?.storage) - parseQuantity(b.spec.capacity?.storage)
+    storageBytes(a.spec.capacity?.storage) - storageBytes(b.spec.capacity?.storage)
   );
   return candidates[0];
 }

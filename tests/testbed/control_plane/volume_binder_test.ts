@@ -6,7 +6,7 @@ import {
   ANN_BIND_COMPLETED,
   ANN_BOUND_BY_CONTROLLER,
   findBestMatch,
-  parseQuantity,
+  pvMatchesClaim,
   VolumeBinder,
 } from "./volume_binder.ts";
 
@@ -35,10 +35,12 @@ function pvc(name: string, extra: Partial<PersistentVolumeClaim["spec"]> = {}) {
   } as PersistentVolumeClaim;
 }
 
-Deno.test("quantities", () => {
-  assert.equal(parseQuantity("1Gi"), 2 ** 30);
-  assert.equal(parseQuantity("1G"), 1e9);
-  assert.ok(Number.isNaN(parseQuantity("x")));
+Deno.test("capacities compare as quantities: 1Gi fits 1Gi and 2G, not 1G or garbage", () => {
+  const claim = pvc("c"); // requests 1Gi
+  assert.ok(pvMatchesClaim(pv("a", "1Gi"), claim));
+  assert.ok(pvMatchesClaim(pv("b", "2G"), claim));
+  assert.ok(!pvMatchesClaim(pv("c", "1G"), claim));
+  assert.ok(!pvMatchesClaim(pv("d", "x"), claim));
 });
 
 Deno.test("a PVC naming a static PV is bound both ways, like kube-controller-manager", async () => {

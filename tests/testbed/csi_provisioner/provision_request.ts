@@ -15,6 +15,7 @@ import type {
 } from "../../../src/csi/gen/csi_types.ts";
 import type { ObjectMeta } from "../../../src/kube/client.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../../../src/kube/types.ts";
+import { bytesQuantity, nonNegativeQuantity } from "../../../src/kube/quantity.ts";
 
 /** A StorageClass (the fields the provisioner reads). */
 export interface StorageClass {
@@ -165,33 +166,11 @@ const ACCESS_MODES: Record<string, VolumeCapability_AccessMode_Mode> = {
   ReadWriteMany: "MULTI_NODE_MULTI_WRITER",
 };
 
-const UNITS: Record<string, number> = {
-  "": 1,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-};
-
 /** Bytes of a quantity such as `5Gi`. @throws {ProvisionError} */
 export function quantityBytes(q: string): number {
-  const m = /^([0-9]+(?:\.[0-9]+)?)([a-zA-Z]*)$/.exec(q);
-  if (!m || !(m[2]! in UNITS)) throw new ProvisionError(`invalid storage request "${q}"`);
-  return Math.ceil(Number(m[1]) * UNITS[m[2]!]!);
-}
-
-/** Bytes as a BinarySI quantity (`5Gi`, else plain bytes). */
-export function bytesQuantity(bytes: number): string {
-  for (
-    const [u, f] of [["Ti", 2 ** 40], ["Gi", 2 ** 30], ["Mi", 2 ** 20], ["Ki", 2 ** 10]] as const
-  ) {
-    if (bytes >= f && bytes % f === 0) return `${bytes / f}${u}`;
-  }
-  return String(bytes);
+  const bytes = nonNegativeQuantity(q);
+  if (bytes === undefined) throw new ProvisionError(`invalid storage request "${q}"`);
+  return Math.ceil(bytes);
 }
 
 /** The CreateVolume request for `pvc` (secrets filled in by the caller). */

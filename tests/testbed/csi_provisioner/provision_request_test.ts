@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
+import { bytesQuantity } from "../../../src/kube/quantity.ts";
 import type { PersistentVolumeClaim } from "../../../src/kube/types.ts";
 import {
   ANN,
-  bytesQuantity,
   createVolumeRequest,
   persistentVolume,
   PV_FINALIZER,

@@ -8,6 +8,7 @@
 import { dirname } from "node:path";
 import { logger } from "../../../src/util/log.ts";
 import type { ProcessSpec } from "./container_spec.ts";
+import { kubeTime } from "../../../src/kube/time.ts";
 
 /** How a container process ended. */
 export interface ProcessExit {
@@ -19,10 +20,6 @@ export interface ProcessExit {
 }
 
 const SIGNALS: Partial<Record<Deno.Signal, number>> = { SIGKILL: 9, SIGTERM: 15, SIGINT: 2 };
-
-function isoSeconds(d = new Date()): string {
-  return d.toISOString().replace(/\.\d+Z$/, "Z");
-}
 
 /** A running container process. */
 export class ContainerProcess {
@@ -67,7 +64,7 @@ export class ContainerProcess {
         exitCode: sig ? 128 + (SIGNALS[sig] ?? 0) : s.code,
         signal: sig,
         startedAt,
-        finishedAt: isoSeconds(),
+        finishedAt: kubeTime(),
       };
     });
   }
@@ -86,7 +83,7 @@ export class ContainerProcess {
         stdout: "piped",
         stderr: "piped",
       }).spawn();
-      return new ContainerProcess(child, logFile, isoSeconds());
+      return new ContainerProcess(child, logFile, kubeTime());
     } catch (err) {
       logFile.close();
       throw err;

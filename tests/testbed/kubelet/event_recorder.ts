@@ -8,7 +8,7 @@ import type { KubeClient, KubeObject } from "../../../src/kube/client.ts";
 import { EVENTS } from "../../../src/kube/resources.ts";
 import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
-import { nowRfc3339 } from "./k8s_types.ts";
+import { kubeTime } from "../../../src/kube/time.ts";
 
 /** The source component written into events. */
 export interface EventSource {
@@ -44,7 +44,7 @@ export class EventRecorder {
     };
     const ns = obj.metadata?.namespace ?? "default";
     const key = `${pod.uid}\u0000${type}\u0000${reason}\u0000${message}`;
-    const now = nowRfc3339();
+    const now = kubeTime();
     const seen = this.#seen.get(key);
     try {
       if (seen) {

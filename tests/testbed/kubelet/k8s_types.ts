@@ -221,8 +221,3 @@ export interface CsiDriver extends KubeObject {
     volumeLifecycleModes?: string[];
   };
 }
-
-/** Time now in the API's RFC 3339 seconds format. */
-export function nowRfc3339(): string {
-  return new Date().toISOString().replace(/\.\d+Z$/, "Z");
-}

@@ -26,6 +26,7 @@ import { CSI_DRIVERS, CSI_NODES } from "./kubelet_resources.ts";
 import { PodWorker } from "./pod_worker.ts";
 import { VolumeManager } from "./volume_manager.ts";
 import { pause } from "../../../src/util/sleep.ts";
+import { kubeTime } from "../../../src/kube/time.ts";
 
 /** Annotation kubelet keeps on the Node: driver name → node id (JSON). */
 export const NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid";
@@ -182,7 +183,7 @@ export class Kubelet {
       if (!(err instanceof AlreadyExistsError)) throw err;
       await this.#o.client.patch(NODES, name, undefined, { metadata: { labels } });
     }
-    const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    const now = kubeTime();
     await this.#o.client.patch(NODES, name, undefined, {
       status: {
         conditions: [{

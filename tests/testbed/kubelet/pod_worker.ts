@@ -23,7 +23,7 @@ import type { ContainerProcess } from "./container_process.ts";
 import { type ContainerRunContext, runContainer } from "./container_runner.ts";
 import { type ImageMapping, isMountpointPod } from "./container_spec.ts";
 import type { EventRecorder } from "./event_recorder.ts";
-import { nowRfc3339, type Pod, type PodStatus } from "./k8s_types.ts";
+import { type Pod, type PodStatus } from "./k8s_types.ts";
 import { podDir, podVolumesDir } from "./kubelet_paths.ts";
 import { podRef } from "./kubelet_resources.ts";
 import {
@@ -34,6 +34,7 @@ import {
 } from "./pod_status.ts";
 import type { VolumeManager } from "./volume_manager.ts";
 import { aborted, pause } from "../../../src/util/sleep.ts";
+import { kubeTime } from "../../../src/kube/time.ts";
 
 /** What a worker needs from its kubelet. */
 export interface PodWorkerDeps {
@@ -66,7 +67,7 @@ export class PodWorker {
   #initialized: boolean;
   readonly #procs = new Map<string, ContainerProcess>();
   #pod: Pod;
-  #startTime = nowRfc3339();
+  #startTime = kubeTime();
   #forceDeleted = false;
   #statusChain: Promise<void> = Promise.resolve();
   #phaseOverride: PodStatus["phase"] = undefined;
@@ -264,7 +265,7 @@ export class PodWorker {
       initRecords: this.#initRecords,
       initialized: this.#initialized,
       startTime: this.#startTime,
-      now: nowRfc3339(),
+      now: kubeTime(),
       ...(this.#phaseOverride ? { phase: this.#phaseOverride } : {}),
     });
     const p = this.#pod.metadata;
@@ -331,7 +332,7 @@ export class PodWorker {
       await pause(100, this.#stop.signal);
       if (this.#stop.signal.aborted) return;
     }
-    finalizeRecords(this.#records, nowRfc3339());
+    finalizeRecords(this.#records, kubeTime());
     if (this.#phaseOverride === undefined) {
       this.#phaseOverride = allZero && anyStarted ? "Succeeded" : "Failed";
     }
