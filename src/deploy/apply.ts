@@ -12,7 +12,8 @@ import type { KubeClient, KubeObject } from "../kube/client.ts";
 import { ApiError } from "../kube/errors.ts";
 import { errorMessage, TimeoutError } from "../util/errors.ts";
 import type { Manifest } from "./k8s_objects.ts";
-import { CRD_RESOURCE, describe, resourceOf } from "./kinds.ts";
+import { describe, resourceOf } from "./kinds.ts";
+import { CRDS } from "../kube/resources.ts";
 import { FIELD_MANAGER } from "./names.ts";
 import { type RolloutStatus, waitForRollout } from "./rollout.ts";
 import { pause } from "../util/sleep.ts";
@@ -84,7 +85,7 @@ export async function waitForCrd(
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const crd = await client.get<KubeObject & CrdStatus>(CRD_RESOURCE, name, undefined, {
+    const crd = await client.get<KubeObject & CrdStatus>(CRDS, name, undefined, {
       ...(signal ? { signal } : {}),
     });
     const conds = crd?.status?.conditions ?? [];
@@ -137,7 +138,7 @@ export async function deploy(o: DeployOptions): Promise<DeployReport> {
       : "configured";
     outcomes.push({ object: what, action, resourceVersion: rv });
     progress(`${what} ${action}`);
-    if (r === CRD_RESOURCE) {
+    if (r === CRDS) {
       await waitForCrd(o.client, obj.metadata.name, o.crdTimeoutMs ?? 30_000, o.signal);
       progress(`${what} established`);
     }

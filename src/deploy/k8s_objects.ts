@@ -4,6 +4,12 @@
  *
  * @module
  */
+import type {
+  Container as KubeContainer,
+  ResourceRequirements,
+  SecurityContext,
+} from "../kube/types.ts";
+export type { EnvVar, Probe, VolumeMount } from "../kube/types.ts";
 
 /** A rendered object. */
 export interface Manifest {
@@ -22,71 +28,13 @@ export interface Manifest {
   [field: string]: unknown;
 }
 
-/** A container environment variable. */
-export interface EnvVar {
-  /** Name. */
-  name: string;
-  /** Literal value. */
-  value?: string;
-  /** Downward API field or Secret key. */
-  valueFrom?:
-    | { fieldRef: { fieldPath: string } }
-    | { secretKeyRef: { name: string; key: string; optional: boolean } };
-}
-
-/** A container volume mount. */
-export interface VolumeMount {
-  /** Name. */
-  name: string;
-  /** Path in the container. */
-  mountPath: string;
-  /** Mount read-only. */
-  readOnly?: boolean;
-  /** Mount propagation mode. */
-  mountPropagation?: "None" | "HostToContainer" | "Bidirectional";
-}
-
-/** An HTTP, TCP or exec probe. */
-export interface Probe {
-  /** HTTP GET probe. */
-  httpGet?: { path: string; port: string | number };
-  /** TCP connect probe. */
-  tcpSocket?: { port: string | number };
-  /** Delay before the first probe. */
-  initialDelaySeconds?: number;
-  /** Probe period. */
-  periodSeconds?: number;
-  /** Probe timeout. */
-  timeoutSeconds?: number;
-  /** Failures before the probe fails. */
-  failureThreshold?: number;
-}
-
-/** The container fields the renderer sets. */
-export interface Container {
-  /** Name. */
-  name: string;
-  /** Image reference. */
+/** The container fields the renderer always sets. */
+export type Container = KubeContainer & {
   image: string;
-  /** Pull policy. */
   imagePullPolicy: string;
-  /** Command-line arguments. */
-  args?: string[];
-  /** Environment variables. */
-  env?: EnvVar[];
-  /** Named container ports. */
-  ports?: { name: string; containerPort: number; protocol?: string }[];
-  /** Volume mounts. */
-  volumeMounts?: VolumeMount[];
-  /** Requests and limits. */
-  resources: { requests?: Record<string, string>; limits?: Record<string, string> };
-  /** Restart the container when it fails. */
-  livenessProbe?: Probe;
-  /** Ready for traffic/rollout when it passes. */
-  readinessProbe?: Probe;
-  /** Container security context. */
-  securityContext: Record<string, unknown>;
-}
+  resources: ResourceRequirements;
+  securityContext: SecurityContext;
+};
 
 /** A pod volume. */
 export interface Volume {

@@ -5,36 +5,38 @@
  *
  * @module
  */
-import type { Resource } from "../kube/resources.ts";
+import {
+  CLUSTER_ROLE_BINDINGS,
+  CLUSTER_ROLES,
+  CONFIGMAPS,
+  CRDS,
+  CSI_DRIVERS,
+  DAEMONSETS,
+  DEPLOYMENTS,
+  NAMESPACES,
+  PRIORITY_CLASSES,
+  type Resource,
+  ROLE_BINDINGS,
+  ROLES,
+  SERVICE_ACCOUNTS,
+} from "../kube/resources.ts";
 import type { Manifest } from "./k8s_objects.ts";
-
-function r(gv: string, plural: string, kind: string, namespaced: boolean): Resource {
-  const [group, version] = gv.includes("/") ? gv.split("/") as [string, string] : ["", gv];
-  return { group, version, plural, kind, namespaced };
-}
 
 /** Every kind the deployment renders, in apply order. */
 export const DEPLOY_KINDS: readonly Resource[] = [
-  r("v1", "namespaces", "Namespace", false),
-  r("apiextensions.k8s.io/v1", "customresourcedefinitions", "CustomResourceDefinition", false),
-  r("scheduling.k8s.io/v1", "priorityclasses", "PriorityClass", false),
-  r("storage.k8s.io/v1", "csidrivers", "CSIDriver", false),
-  r("v1", "serviceaccounts", "ServiceAccount", true),
-  r("rbac.authorization.k8s.io/v1", "clusterroles", "ClusterRole", false),
-  r("rbac.authorization.k8s.io/v1", "clusterrolebindings", "ClusterRoleBinding", false),
-  r("rbac.authorization.k8s.io/v1", "roles", "Role", true),
-  r("rbac.authorization.k8s.io/v1", "rolebindings", "RoleBinding", true),
-  r("v1", "configmaps", "ConfigMap", true),
-  r("apps/v1", "deployments", "Deployment", true),
-  r("apps/v1", "daemonsets", "DaemonSet", true),
+  NAMESPACES,
+  CRDS,
+  PRIORITY_CLASSES,
+  CSI_DRIVERS,
+  SERVICE_ACCOUNTS,
+  CLUSTER_ROLES,
+  CLUSTER_ROLE_BINDINGS,
+  ROLES,
+  ROLE_BINDINGS,
+  CONFIGMAPS,
+  DEPLOYMENTS,
+  DAEMONSETS,
 ];
-
-/** CustomResourceDefinitions. */
-export const CRD_RESOURCE: Resource = DEPLOY_KINDS[1]!;
-/** Deployments. */
-export const DEPLOYMENTS: Resource = DEPLOY_KINDS[10]!;
-/** DaemonSets. */
-export const DAEMONSETS: Resource = DEPLOY_KINDS[11]!;
 
 /** Thrown for an object whose kind the deployment does not know. */
 export class UnknownKindError extends Error {

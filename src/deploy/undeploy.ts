@@ -13,7 +13,8 @@ import { ApiError } from "../kube/errors.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { Manifest } from "./k8s_objects.ts";
-import { CRD_RESOURCE, describe, inApplyOrder, resourceOf } from "./kinds.ts";
+import { describe, inApplyOrder, resourceOf } from "./kinds.ts";
+import { CRDS } from "../kube/resources.ts";
 import { pause } from "../util/sleep.ts";
 
 /** Undeploy refused because volumes are mounted. */
@@ -82,7 +83,7 @@ export async function listAttachments(client: KubeClient, signal?: AbortSignal):
 
 /** Is `obj` kept unless purging? */
 function keptWithoutPurge(obj: Manifest, mountpointNamespace: string | undefined): boolean {
-  if (resourceOf(obj) === CRD_RESOURCE) return true;
+  if (resourceOf(obj) === CRDS) return true;
   return obj.kind === "Namespace" && obj.metadata.name === mountpointNamespace;
 }
 

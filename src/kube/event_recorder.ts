@@ -1,7 +1,8 @@
 /**
  * Kubernetes Events (core/v1) on objects, as `kubectl describe` shows them. Repeats of the same
- * (object, reason, message) within {@link DEDUPE_WINDOW_MS} are folded into one Event whose count
- * and lastTimestamp are bumped, so a retrying controller does not flood the API.
+ * (object, type, reason, message) within {@link DEDUPE_WINDOW_MS} are folded into one Event whose
+ * count and lastTimestamp are bumped (as client-go's event correlator does), so a retrying
+ * component does not flood the API.
  *
  * Recording never throws: a failure to record is logged, not propagated.
  *
@@ -21,8 +22,14 @@ export type EventType = "Normal" | "Warning";
 
 /** Records Events for one component. */
 export interface EventRecorder {
-  /** Record an event on `obj`. */
-  record(obj: KubeObject, type: EventType, reason: string, message: string): Promise<void>;
+  /** Record an event on `obj`; `signal` bounds the API call. */
+  record(
+    obj: KubeObject,
+    type: EventType,
+    reason: string,
+    message: string,
+    signal?: AbortSignal,
+  ): Promise<void>;
 }
 
 interface Seen {
@@ -37,21 +44,33 @@ export class ApiEventRecorder implements EventRecorder {
   readonly #client: KubeClient;
   readonly #component: string;
   readonly #instance: string;
+  readonly #host: string | undefined;
   readonly #seen = new Map<string, Seen>();
   readonly #log = logger("kube", "events");
 
-  /** Create a recorder for `component` (e.g. `s3-csi-controller`) running as `instance`. */
-  constructor(client: KubeClient, component: string, instance: string) {
+  /**
+   * Create a recorder for `component` (e.g. `s3-csi-controller`) running as `instance`; `host`
+   * (a node name) is written as the events' `source.host`, as kubelet does.
+   */
+  constructor(client: KubeClient, component: string, instance: string, host?: string) {
     this.#client = client;
     this.#component = component;
     this.#instance = instance;
+    this.#host = host;
   }
 
   /** @inheritdoc */
-  async record(obj: KubeObject, type: EventType, reason: string, message: string): Promise<void> {
+  async record(
+    obj: KubeObject,
+    type: EventType,
+    reason: string,
+    message: string,
+    signal?: AbortSignal,
+  ): Promise<void> {
     const meta = obj.metadata ?? {};
     const namespace = meta.namespace ?? "default";
-    const dedupeKey = `${meta.uid ?? `${namespace}/${meta.name}`}|${reason}|${message}`;
+    const dedupeKey = `${meta.uid ?? `${namespace}/${meta.name}`}|${type}|${reason}|${message}`;
+    const options = signal ? { signal } : {};
     const now = Date.now();
     const seen = this.#seen.get(dedupeKey);
     try {
@@ -61,7 +80,7 @@ export class ApiEventRecorder implements EventRecorder {
         await this.#client.patch(EVENTS, seen.name, seen.namespace, {
           count: seen.count,
           lastTimestamp: kubeTime(),
-        });
+        }, options);
         return;
       }
       const name = `${meta.name}.${
@@ -81,13 +100,15 @@ export class ApiEventRecorder implements EventRecorder {
         reason,
         message,
         type,
-        source: { component: this.#component },
+        source: this.#host ? { component: this.#component, host: this.#host } : {
+          component: this.#component,
+        },
         reportingComponent: this.#component,
         reportingInstance: this.#instance,
         firstTimestamp: time,
         lastTimestamp: time,
         count: 1,
-      });
+      }, options);
       this.#seen.set(dedupeKey, { name, namespace, count: 1, at: now });
       if (this.#seen.size > 5000) this.#prune(now);
     } catch (err) {
@@ -98,6 +119,11 @@ export class ApiEventRecorder implements EventRecorder {
       });
       this.#seen.delete(dedupeKey);
     }
+  }
+
+  /** Forget the deduplication state of an object that is gone (by UID). */
+  forget(uid: string): void {
+    for (const k of this.#seen.keys()) if (k.startsWith(`${uid}|`)) this.#seen.delete(k);
   }
 
   #prune(now: number): void {

@@ -98,3 +98,52 @@ export const PRIORITY_CLASSES: Resource = {
   kind: "PriorityClass",
   namespaced: false,
 };
+/** ConfigMaps. */
+export const CONFIGMAPS = core("configmaps", "ConfigMap", true);
+/** CSIDrivers. */
+export const CSI_DRIVERS: Resource = {
+  group: "storage.k8s.io",
+  version: "v1",
+  plural: "csidrivers",
+  kind: "CSIDriver",
+  namespaced: false,
+};
+/** CSINodes. */
+export const CSI_NODES: Resource = {
+  group: "storage.k8s.io",
+  version: "v1",
+  plural: "csinodes",
+  kind: "CSINode",
+  namespaced: false,
+};
+const rbac = (plural: string, kind: string, namespaced: boolean): Resource => ({
+  group: "rbac.authorization.k8s.io",
+  version: "v1",
+  plural,
+  kind,
+  namespaced,
+});
+/** ClusterRoles. */
+export const CLUSTER_ROLES = rbac("clusterroles", "ClusterRole", false);
+/** ClusterRoleBindings. */
+export const CLUSTER_ROLE_BINDINGS = rbac("clusterrolebindings", "ClusterRoleBinding", false);
+/** Roles. */
+export const ROLES = rbac("roles", "Role", true);
+/** RoleBindings. */
+export const ROLE_BINDINGS = rbac("rolebindings", "RoleBinding", true);
+/** Deployments. */
+export const DEPLOYMENTS: Resource = {
+  group: "apps",
+  version: "v1",
+  plural: "deployments",
+  kind: "Deployment",
+  namespaced: true,
+};
+/** DaemonSets. */
+export const DAEMONSETS: Resource = {
+  group: "apps",
+  version: "v1",
+  plural: "daemonsets",
+  kind: "DaemonSet",
+  namespaced: true,
+};

@@ -7,17 +7,91 @@
  */
 import type { KubeObject, ObjectMeta } from "./client.ts";
 
-/** A container (the fields we use). */
+/** `env[].valueFrom` of a container. */
+export interface EnvVarSource {
+  /** Downward API field. */
+  fieldRef?: { fieldPath: string; apiVersion?: string };
+  /** A key of a Secret. */
+  secretKeyRef?: { name: string; key: string; optional?: boolean };
+  /** A key of a ConfigMap. */
+  configMapKeyRef?: { name: string; key: string; optional?: boolean };
+}
+
+/** `env[]` of a container. */
+export interface EnvVar {
+  name: string;
+  /** Literal value. */
+  value?: string;
+  /** Downward API field, Secret or ConfigMap key. */
+  valueFrom?: EnvVarSource;
+}
+
+/** A container volume mount. */
+export interface VolumeMount {
+  name: string;
+  /** Path in the container. */
+  mountPath: string;
+  readOnly?: boolean;
+  subPath?: string;
+  /** Mount propagation mode. */
+  mountPropagation?: "None" | "HostToContainer" | "Bidirectional";
+}
+
+/** An HTTP, TCP or exec probe. */
+export interface Probe {
+  /** HTTP GET probe. */
+  httpGet?: { path: string; port: string | number };
+  /** TCP connect probe. */
+  tcpSocket?: { port: string | number };
+  /** Delay before the first probe. */
+  initialDelaySeconds?: number;
+  /** Probe period. */
+  periodSeconds?: number;
+  /** Probe timeout. */
+  timeoutSeconds?: number;
+  /** Failures before the probe fails. */
+  failureThreshold?: number;
+}
+
+/** Pod- or container-level security context. */
+export interface SecurityContext {
+  runAsUser?: number;
+  runAsGroup?: number;
+  runAsNonRoot?: boolean;
+  fsGroup?: number;
+  supplementalGroups?: number[];
+  allowPrivilegeEscalation?: boolean;
+  privileged?: boolean;
+  readOnlyRootFilesystem?: boolean;
+  capabilities?: { add?: string[]; drop?: string[] };
+  seccompProfile?: { type: string; localhostProfile?: string };
+  [k: string]: unknown;
+}
+
+/** Requests and limits of a container. */
+export interface ResourceRequirements {
+  requests?: Record<string, string>;
+  limits?: Record<string, string>;
+}
+
+/** A container of a Pod. */
 export interface Container {
   name: string;
   image?: string;
   imagePullPolicy?: string;
   command?: string[];
   args?: string[];
-  env?: { name: string; value?: string; valueFrom?: unknown }[];
-  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
-  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean; subPath?: string }[];
-  securityContext?: Record<string, unknown>;
+  workingDir?: string;
+  env?: EnvVar[];
+  /** Named container ports. */
+  ports?: { name: string; containerPort: number; protocol?: string }[];
+  volumeMounts?: VolumeMount[];
+  resources?: ResourceRequirements;
+  /** Restart the container when it fails. */
+  livenessProbe?: Probe;
+  /** Ready for traffic/rollout when it passes. */
+  readinessProbe?: Probe;
+  securityContext?: SecurityContext;
   [k: string]: unknown;
 }
 
@@ -43,12 +117,7 @@ export interface Pod extends KubeObject {
     serviceAccountName?: string;
     priorityClassName?: string;
     terminationGracePeriodSeconds?: number;
-    securityContext?: {
-      fsGroup?: number;
-      runAsUser?: number;
-      runAsGroup?: number;
-      [k: string]: unknown;
-    };
+    securityContext?: SecurityContext;
     tolerations?: unknown[];
     affinity?: unknown;
     nodeSelector?: Record<string, string>;

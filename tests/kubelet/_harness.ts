@@ -19,9 +19,9 @@ import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import type { KubeClient } from "../../src/kube/client.ts";
 import { Kubelet, type KubeletOptions } from "../testbed/kubelet/kubelet.ts";
 import { prepareMounterImage } from "../testbed/kubelet/mounter_image.ts";
-import { CSI_DRIVERS } from "../testbed/kubelet/kubelet_resources.ts";
 import { VolumeBinder } from "../testbed/control_plane/volume_binder.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
+import { CSI_DRIVERS } from "../../src/kube/resources.ts";
 
 /** Calls received by the test node server, in order. */
 export type Call =

@@ -20,7 +20,7 @@ import { Informer } from "../../../src/kube/informer.ts";
 import { PVCS, PVS } from "../../../src/kube/resources.ts";
 import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
-import type { EventRecorder } from "../kubelet/event_recorder.ts";
+import type { ApiEventRecorder } from "../../../src/kube/event_recorder.ts";
 import type { PersistentVolume, PersistentVolumeClaim } from "../kubelet/k8s_types.ts";
 import { nonNegativeQuantity } from "../../../src/kube/quantity.ts";
 
@@ -73,7 +73,7 @@ export function findBestMatch(
 export interface VolumeBinderOptions {
   readonly client: KubeClient;
   /** Events on PVCs (FailedBinding, VolumeMismatch, ClaimLost). */
-  readonly events?: EventRecorder;
+  readonly events?: ApiEventRecorder;
   /** @default 15000 (`PVClaimBinderSyncPeriod`) */
   readonly resyncMs?: number;
 }

@@ -19,18 +19,18 @@ import {
   resolveEnv,
   type ValueLookup,
 } from "./container_spec.ts";
-import type { EventRecorder } from "./event_recorder.ts";
+import type { ApiEventRecorder } from "../../../src/kube/event_recorder.ts";
 import type { Container, Pod } from "./k8s_types.ts";
-import { CONFIGMAPS_RESOURCE } from "./kubelet_resources.ts";
 import { type ContainerRecord, terminatedReason } from "./pod_status.ts";
 import { pause } from "../../../src/util/sleep.ts";
+import { CONFIGMAPS } from "../../../src/kube/resources.ts";
 
 /** What a container loop needs from its pod worker. */
 export interface ContainerRunContext {
   /** The latest pod object. */
   readonly pod: () => Pod;
   readonly client: KubeClient;
-  readonly events: EventRecorder;
+  readonly events: ApiEventRecorder;
   readonly nodeName: string;
   readonly mountpointImage: ImageMapping;
   readonly restartBackoff?: BackoffSettings;
@@ -63,7 +63,7 @@ export async function runContainer(
   const backoff = new Backoff(ctx.restartBackoff ?? RESTART_BACKOFF);
   const lookup: ValueLookup = async (kind, ns, name, key) => {
     const obj = await ctx.client.get<{ data?: Record<string, string> }>(
-      kind === "Secret" ? SECRETS : CONFIGMAPS_RESOURCE,
+      kind === "Secret" ? SECRETS : CONFIGMAPS,
       name,
       ns,
     );

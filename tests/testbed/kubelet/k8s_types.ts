@@ -5,43 +5,8 @@
  * @module
  */
 import type { KubeObject, ObjectMeta } from "../../../src/kube/client.ts";
-
-/** `env[].valueFrom` of a container. */
-export interface EnvVarSource {
-  fieldRef?: { fieldPath?: string };
-  secretKeyRef?: { name?: string; key?: string; optional?: boolean };
-  configMapKeyRef?: { name?: string; key?: string; optional?: boolean };
-}
-
-/** `env[]` of a container. */
-export interface EnvVar {
-  name: string;
-  value?: string;
-  valueFrom?: EnvVarSource;
-}
-
-/** Pod- or container-level security context (the fields the emulator applies). */
-export interface SecurityContext {
-  runAsUser?: number;
-  runAsGroup?: number;
-  runAsNonRoot?: boolean;
-  fsGroup?: number;
-  supplementalGroups?: number[];
-  allowPrivilegeEscalation?: boolean;
-  privileged?: boolean;
-}
-
-/** A container of a Pod. */
-export interface Container {
-  name: string;
-  image?: string;
-  command?: string[];
-  args?: string[];
-  workingDir?: string;
-  env?: EnvVar[];
-  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
-  securityContext?: SecurityContext;
-}
+import type { Container, SecurityContext } from "../../../src/kube/types.ts";
+export type { Container, EnvVar, EnvVarSource, SecurityContext } from "../../../src/kube/types.ts";
 
 /** `spec.volumes[]` of a Pod (the sources the emulator handles). */
 export interface PodVolume {

@@ -19,14 +19,14 @@ import { DRIVER_NAME } from "../../../src/util/version.ts";
 import type { BackoffSettings } from "./backoff.ts";
 import { CsiNodeCalls } from "./csi_node_calls.ts";
 import type { ImageMapping } from "./container_spec.ts";
-import { EventRecorder } from "./event_recorder.ts";
+import { ApiEventRecorder } from "../../../src/kube/event_recorder.ts";
 import { prepareMounterImage } from "./mounter_image.ts";
 import type { CsiDriver, Node, Pod } from "./k8s_types.ts";
-import { CSI_DRIVERS, CSI_NODES } from "./kubelet_resources.ts";
 import { PodWorker } from "./pod_worker.ts";
 import { VolumeManager } from "./volume_manager.ts";
 import { pause } from "../../../src/util/sleep.ts";
 import { kubeTime } from "../../../src/kube/time.ts";
+import { CSI_DRIVERS, CSI_NODES } from "../../../src/kube/resources.ts";
 
 /** Annotation kubelet keeps on the Node: driver name → node id (JSON). */
 export const NODE_ID_ANNOTATION = "csi.volume.kubernetes.io/nodeid";
@@ -61,7 +61,7 @@ export class Kubelet {
   readonly #log = logger("kubelet");
   readonly #stop = new AbortController();
   readonly #workers = new Map<string, PodWorker>();
-  readonly #events: EventRecorder;
+  readonly #events: ApiEventRecorder;
   readonly #volumes: VolumeManager;
   #registered = false;
   #image: ImageMapping | undefined;
@@ -71,10 +71,12 @@ export class Kubelet {
   /** Create the kubelet; nothing happens before {@link start}. */
   constructor(options: KubeletOptions) {
     this.#o = options;
-    this.#events = new EventRecorder(options.client, {
-      component: "kubelet",
-      host: options.nodeName,
-    });
+    this.#events = new ApiEventRecorder(
+      options.client,
+      "kubelet",
+      options.nodeName,
+      options.nodeName,
+    );
     this.#volumes = new VolumeManager({
       client: options.client,
       kubeletRoot: options.kubeletRoot,

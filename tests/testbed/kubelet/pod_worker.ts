@@ -22,10 +22,10 @@ import { type BackoffSettings } from "./backoff.ts";
 import type { ContainerProcess } from "./container_process.ts";
 import { type ContainerRunContext, runContainer } from "./container_runner.ts";
 import { type ImageMapping, isMountpointPod } from "./container_spec.ts";
-import type { EventRecorder } from "./event_recorder.ts";
+import type { ApiEventRecorder } from "../../../src/kube/event_recorder.ts";
 import { type Pod, type PodStatus } from "./k8s_types.ts";
 import { podDir, podVolumesDir } from "./kubelet_paths.ts";
-import { podRef } from "./kubelet_resources.ts";
+import { podRef } from "./pod_ref.ts";
 import {
   buildPodStatus,
   type ContainerRecord,
@@ -42,7 +42,7 @@ export interface PodWorkerDeps {
   readonly nodeName: string;
   readonly kubeletRoot: string;
   readonly volumes: VolumeManager;
-  readonly events: EventRecorder;
+  readonly events: ApiEventRecorder;
   readonly mountpointImage: ImageMapping;
   /** Container logs go to `<logRoot>/<ns>_<name>_<uid>/<container>/<restart>.log`. */
   readonly logRoot: string;

@@ -16,7 +16,7 @@ import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
 import { Backoff, type BackoffSettings, VOLUME_BACKOFF } from "./backoff.ts";
 import { CsiNodeCalls, kubeletErrorText } from "./csi_node_calls.ts";
-import type { EventRecorder } from "./event_recorder.ts";
+import type { ApiEventRecorder } from "../../../src/kube/event_recorder.ts";
 import type { CsiDriver, PersistentVolume, Pod, PodVolume } from "./k8s_types.ts";
 import { csiTargetPath, VOL_DATA_FILE } from "./kubelet_paths.ts";
 import {
@@ -36,8 +36,8 @@ import {
   VolumeSetupError,
 } from "./pod_volume_sources.ts";
 import { buildUnpublishRequest } from "./publish_request.ts";
-import { CSI_DRIVERS } from "./kubelet_resources.ts";
 import { pause } from "../../../src/util/sleep.ts";
+import { CSI_DRIVERS } from "../../../src/kube/resources.ts";
 
 /** Options of {@link VolumeManager}. */
 export interface VolumeManagerOptions {
@@ -48,7 +48,7 @@ export interface VolumeManagerOptions {
   readonly driverName: string;
   /** Its node socket. */
   readonly socketPath: string;
-  readonly events: EventRecorder;
+  readonly events: ApiEventRecorder;
   /** True once the driver is registered (NodeGetInfo done). */
   readonly isDriverRegistered: () => boolean;
   /** Deadline of one CSI operation. @default 120000 (kubelet's csiTimeout) */

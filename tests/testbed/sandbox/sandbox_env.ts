@@ -8,7 +8,9 @@
  * @module
  */
 import { HeadBucketCommand, S3Client } from "@aws-sdk/client-s3";
-import { s3paCrd } from "../../../src/api/mountpoint_s3_pod_attachment.ts";
+import { renderManifests } from "../../../src/deploy/render.ts";
+import { resourceOf } from "../../../src/deploy/kinds.ts";
+import { defaultValues } from "../../../src/deploy/values.ts";
 import { type ApiServer, startApiServer } from "../apiserver/api_server.ts";
 import type { KubeClient, KubeObject } from "../../../src/kube/client.ts";
 import { AlreadyExistsError } from "../../../src/kube/errors.ts";
@@ -19,7 +21,6 @@ import {
   NAMESPACES,
   NODES,
   PODS,
-  PRIORITY_CLASSES,
   PVCS,
   PVS,
   type Resource,
@@ -28,24 +29,26 @@ import {
 import { RestKubeClient } from "../../../src/kube/rest_client.ts";
 import { Kubelet } from "../kubelet/kubelet.ts";
 import type { Pod } from "../kubelet/k8s_types.ts";
-import { CSI_DRIVERS, CSI_NODES } from "../kubelet/kubelet_resources.ts";
 import { Scheduler } from "../control_plane/scheduler.ts";
 import { VolumeBinder } from "../control_plane/volume_binder.ts";
-import { EventRecorder } from "../kubelet/event_recorder.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../../src/mppod/labels.ts";
 import { pluginDir } from "../../../src/mppod/paths.ts";
 import { Provisioner } from "../csi_provisioner/provisioner.ts";
 import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
-import { DRIVER_NAME } from "../../../src/util/version.ts";
 import { ChildProcess, SupervisedProcess } from "./child_process.ts";
 import { type RealTier, startRealTier } from "./kube_real.ts";
 import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
 import type { StepReporter } from "./step_reporter.ts";
 import { waitFor } from "../../../src/util/wait_for.ts";
+import { CSI_NODES } from "../../../src/kube/resources.ts";
 
-/** PriorityClass of Mountpoint Pods, as the deployment manifests create it (controller default). */
-export const MOUNTPOINT_PRIORITY_CLASS = "mount-s3-critical";
+/** Kinds of the rendered deployment the sandbox applies (besides the Mountpoint namespace). */
+const CLUSTER_KINDS: ReadonlySet<string> = new Set([
+  "CustomResourceDefinition",
+  "PriorityClass",
+  "CSIDriver",
+]);
 
 /** One emulated node. */
 export interface SandboxNode {
@@ -171,27 +174,23 @@ export class SandboxEnv {
     if (!api || !this.client) return false;
     const c = this.client;
     const objects = await r.step("CRD, namespaces, PriorityClass, CSIDriver applied", async () => {
-      const crd = s3paCrd() as KubeObject;
-      await ensure(c, CRDS, crd);
-      await ensure(c, PRIORITY_CLASSES, {
-        metadata: { name: MOUNTPOINT_PRIORITY_CLASS },
-        value: 1_000_000_000,
-        globalDefault: false,
-        preemptionPolicy: "PreemptLowerPriority",
-        description: "Mountpoint Pods: they serve the volumes of running workloads",
-      });
-      for (const ns of new Set([this.mpNamespace, this.namespace])) {
-        await ensure(c, NAMESPACES, { metadata: { name: ns } });
+      // The cluster-level objects exactly as `deno task deploy` renders them (the sandbox runs the
+      // node plugin and controller as processes, so their workloads and RBAC are not applied).
+      const values = defaultValues();
+      values.mountpointPod.namespace = this.mpNamespace;
+      const rendered = renderManifests(values).filter((m) =>
+        CLUSTER_KINDS.has(m.kind) ||
+        (m.kind === "Namespace" && m.metadata.name === this.mpNamespace)
+      );
+      let driver = false;
+      for (const m of rendered) {
+        const created = await ensure(c, resourceOf(m), m as KubeObject);
+        if (m.kind === "CSIDriver") driver = created;
       }
-      const driver = await ensure(c, CSI_DRIVERS, {
-        metadata: { name: DRIVER_NAME },
-        spec: {
-          attachRequired: false,
-          podInfoOnMount: true,
-          requiresRepublish: true,
-          volumeLifecycleModes: ["Persistent"],
-        },
-      });
+      if (this.namespace !== this.mpNamespace) {
+        await ensure(c, NAMESPACES, { metadata: { name: this.namespace } });
+      }
+      const crd = rendered.find((m) => m.kind === "CustomResourceDefinition")!;
       await waitFor("the S3PA CRD to be Established", async () => {
         const got = await c.get<
           { status?: { conditions?: { type: string; status: string }[] } } & KubeObject
@@ -229,7 +228,7 @@ export class SandboxEnv {
         this.binder = new VolumeBinder({
           client: c,
           resyncMs: 2000,
-          events: new EventRecorder(c, { component: "persistentvolume-controller", host: "" }),
+          events: new ApiEventRecorder(c, "persistentvolume-controller", "sandbox"),
         });
         await this.binder.start();
         return "";
