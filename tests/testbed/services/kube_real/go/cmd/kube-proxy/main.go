@@ -1,0 +1,20 @@
+// Test-only wrapper: builds the upstream kube-proxy command from the
+// k8s.io/kubernetes module pinned in ../../go.mod (the real-node tier). Not
+// part of the product.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // for client metric registration
+	_ "k8s.io/component-base/metrics/prometheus/version"  // for version metric registration
+	"k8s.io/kubernetes/cmd/kube-proxy/app"
+)
+
+func main() {
+	command := app.NewProxyCommand()
+	code := cli.Run(command)
+	os.Exit(code)
+}
