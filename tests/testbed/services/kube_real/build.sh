@@ -5,9 +5,11 @@
 # go.etcd.io/etcd/server/v3 at the version k8s.io/kubernetes pins, or Debian's
 # etcd-server). Skips work that is already done.
 #
-# Usage: tests/testbed/services/kube_real/build.sh
+# Usage: tests/testbed/services/kube_real/build.sh [--node]
+#   --node  also build kube-scheduler, kubelet, kube-proxy and kubectl (the
+#           real-node tier, tests/testbed/services/real_node)
 #   stdout (last line): KUBE_REAL_BIN=<dir holding kube-apiserver,
-#                       kube-controller-manager, etcd>
+#                       kube-controller-manager, etcd [, the --node binaries]>
 #   exit 0 ok | 1 build failed | 3 cannot work on this machine (skip)
 #
 # Env: KUBE_REAL_CACHE (default /var/cache/s3csi-kube-real)
@@ -17,6 +19,12 @@
 #      KUBE_REAL_BUILD_TIMEOUT seconds for the Go build (default 3600)
 #      KUBE_REAL_FETCH_TIMEOUT seconds for module downloads (default 1200)
 set -euo pipefail
+NODE=0
+case "${1:-}" in
+"") ;;
+--node) NODE=1 ;;
+*) echo "usage: $0 [--node]" >&2 && exit 2 ;;
+esac
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -36,7 +44,9 @@ else
 fi
 if [ -n "$GO_PROBLEM" ]; then
   # Without Go, binaries already in the cache are still good enough.
-  if [ -x "$KR_BIN/kube-apiserver" ] && [ -x "$KR_BIN/kube-controller-manager" ] && [ -x "$KR_BIN/etcd" ]; then
+  if [ -x "$KR_BIN/kube-apiserver" ] && [ -x "$KR_BIN/kube-controller-manager" ] && [ -x "$KR_BIN/etcd" ] &&
+    { [ "$NODE" -eq 0 ] || { [ -x "$KR_BIN/kubelet" ] && [ -x "$KR_BIN/kube-scheduler" ] &&
+      [ -x "$KR_BIN/kube-proxy" ] && [ -x "$KR_BIN/kubectl" ]; }; }; then
     kr_log "$GO_PROBLEM; using the cached binaries in $KR_BIN unchecked"
     echo "KUBE_REAL_BIN=$KR_BIN"
     exit 0
@@ -214,7 +224,24 @@ auto)
 *) kr_die 1 "KUBE_REAL_ETCD must be auto, go, apt or an absolute path (got '$ETCD_MODE')" ;;
 esac
 
-for b in kube-apiserver kube-controller-manager etcd; do
+# ---- kube-scheduler, kubelet, kube-proxy, kubectl (--node) ----------------------
+NODE_BINS=(kube-scheduler kubelet kube-proxy kubectl)
+if [ "$NODE" -eq 1 ]; then
+  node_built=1
+  for b in "${NODE_BINS[@]}"; do [ -x "$KR_BIN/$b" ] || node_built=0; done
+  if [ "$node_built" -eq 1 ] && [ "$(cat "$VERDIR/node.stamp" 2>/dev/null || true)" = "$STAMP_WANT" ]; then
+    kr_log "${NODE_BINS[*]} $KR_KUBE_VERSION already built in $KR_BIN"
+  else
+    rm -f "$VERDIR/node.stamp"
+    go_fetch "${NODE_BINS[@]/#/./cmd/}"
+    go_build "$KR_BIN" "${NODE_BINS[@]/#/./cmd/}"
+    echo "$STAMP_WANT" >"$VERDIR/node.stamp"
+  fi
+fi
+
+WANT_BINS=(kube-apiserver kube-controller-manager etcd)
+[ "$NODE" -eq 0 ] || WANT_BINS+=("${NODE_BINS[@]}")
+for b in "${WANT_BINS[@]}"; do
   [ -x "$KR_BIN/$b" ] || kr_die 1 "missing $KR_BIN/$b after build"
 done
 kr_log "binaries: $KR_BIN ($("$KR_BIN/kube-apiserver" --version 2>/dev/null), etcd $(etcd_version "$KR_BIN/etcd"))"
