@@ -14,6 +14,23 @@ RN_STATE="${REAL_NODE_STATE:-/var/tmp/s3csi-real-node}"
 RN_RUN="${REAL_NODE_RUN:-/run/s3csi-real-node}"
 RN_CACHE="${REAL_NODE_CACHE:-$KR_CACHE/$KR_KUBE_VERSION/real-node}"
 RN_IMAGES="$RN_CACHE/images"
+# stop.sh deletes what is under the state and run dirs: refuse anything but a
+# dedicated absolute dir at least two levels deep.
+for _d in "$RN_STATE" "$RN_RUN" "$RN_CACHE"; do
+  case "$_d" in
+  /*/*[!/]*) ;;
+  *)
+    printf 'real_node: ERROR: %s must be an absolute dir at least two levels deep\n' "$_d" >&2
+    exit 1
+    ;;
+  esac
+  case "$_d" in *..* | *" "*)
+    printf 'real_node: ERROR: %s must not contain ".." or spaces\n' "$_d" >&2
+    exit 1
+    ;;
+  esac
+done
+unset _d
 RN_KUBELET_ROOT=/var/lib/kubelet # CSI manifests hard-code it
 
 # Network: a bridge, a pod subnet and the service range (loopback-free: pods

@@ -1,0 +1,183 @@
+/**
+ * The real-node cluster from Deno (a test tier, the sandbox): starts and stops it through the
+ * scripts beside this file and reads what `start.sh` prints. Exit code 3 of a script means "this
+ * machine cannot run a real node"; it becomes {@link RealNodeUnavailable} with the script's reason,
+ * so a caller can skip with that reason.
+ *
+ * @module
+ */
+import { fileURLToPath } from "node:url";
+
+const HERE = fileURLToPath(new URL("./", import.meta.url));
+
+/** What `start.sh` prints: where the cluster is and how to reach it. */
+export interface RealNode {
+  /** Admin kubeconfig. */
+  readonly kubeconfig: string;
+  /** kubectl of the cluster's version (built with it; never the machine's). */
+  readonly kubectl: string;
+  /** Node name. */
+  readonly nodeName: string;
+  /** Node address (the apiserver listens there too). */
+  readonly nodeIp: string;
+  /** containerd socket, for `ctr -n k8s.io` (image imports). */
+  readonly containerdAddress: string;
+  /** Prefix of the testbed images (pause, sidecar stand-ins, busybox). */
+  readonly imagePrefix: string;
+  /** State dir (logs in `<state>/logs`). */
+  readonly state: string;
+}
+
+/** The machine cannot run a real node (not root, packages missing, no Go, ...). */
+export class RealNodeUnavailable extends Error {
+  /** Error name. */
+  override name = "RealNodeUnavailable";
+}
+
+/** A real-node script failed. */
+export class RealNodeError extends Error {
+  /** Error name. */
+  override name = "RealNodeError";
+}
+
+/** Parses `KEY=VALUE` lines (blank lines and `#` comments ignored). */
+export function parseEnvLines(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split("\n")) {
+    const t = line.trim();
+    if (!t || t.startsWith("#")) continue;
+    const eq = t.indexOf("=");
+    if (eq <= 0) throw new RealNodeError(`start.sh printed a line that is not KEY=VALUE: ${t}`);
+    out[t.slice(0, eq)] = t.slice(eq + 1);
+  }
+  return out;
+}
+
+/** The {@link RealNode} described by `start.sh`'s output. */
+export function realNodeFromEnv(env: Record<string, string>): RealNode {
+  const get = (k: string) => {
+    const v = env[k];
+    if (!v) throw new RealNodeError(`start.sh did not print ${k}`);
+    return v;
+  };
+  return {
+    kubeconfig: get("KUBECONFIG"),
+    kubectl: get("REAL_NODE_KUBECTL"),
+    nodeName: get("REAL_NODE_NAME"),
+    nodeIp: get("REAL_NODE_IP"),
+    containerdAddress: get("REAL_NODE_CONTAINERD_ADDRESS"),
+    imagePrefix: get("REAL_NODE_IMAGE_PREFIX"),
+    state: get("REAL_NODE_STATE"),
+  };
+}
+
+/** The sidecar stand-in images `build.sh` makes, by the values field they replace. */
+export function standinImages(prefix: string): {
+  nodeDriverRegistrar: string;
+  livenessProbe: string;
+  csiProvisioner: string;
+} {
+  return {
+    nodeDriverRegistrar: `${prefix}/csi-node-driver-registrar:standin`,
+    livenessProbe: `${prefix}/livenessprobe:standin`,
+    csiProvisioner: `${prefix}/csi-provisioner:standin`,
+  };
+}
+
+/**
+ * The deploy values (`image.*`) that run the driver on the real node: our locally built images
+ * (see `scripts/build_images_local.ts`), never pulled, and the stand-ins for the sidecars.
+ */
+export function realNodeImageValues(
+  node: Pick<RealNode, "imagePrefix">,
+  registry: string,
+  tag: string,
+): Record<string, string> {
+  return {
+    registry,
+    tag,
+    pullPolicy: "Never",
+    ...standinImages(node.imagePrefix),
+  };
+}
+
+interface ScriptResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function runScript(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  signal?: AbortSignal,
+): Promise<ScriptResult> {
+  const r = await new Deno.Command("bash", {
+    args: [`${HERE}${name}`, ...args],
+    env,
+    stdout: "piped",
+    stderr: "piped",
+    ...(signal ? { signal } : {}),
+  }).output();
+  const dec = new TextDecoder();
+  return { code: r.code, stdout: dec.decode(r.stdout), stderr: dec.decode(r.stderr).trim() };
+}
+
+async function script(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  signal?: AbortSignal,
+): Promise<string> {
+  const r = await runScript(name, args, env, signal);
+  const lines = r.stderr.split("\n");
+  if (r.code === 3) {
+    throw new RealNodeUnavailable((lines.pop() ?? "").replace(/^real_node: SKIP: /, ""));
+  }
+  if (r.code !== 0) {
+    throw new RealNodeError(
+      `${name} failed (exit ${r.code}):\n${r.stdout}${lines.slice(-20).join("\n")}`,
+    );
+  }
+  return r.stdout;
+}
+
+/** Options of the start/stop wrappers. */
+export interface RealNodeOptions {
+  /** Extra environment for the scripts (`REAL_NODE_*`, e.g. `REAL_NODE_IMPORT`). */
+  readonly env?: Record<string, string>;
+  /** Aborts the script (it is killed; run {@link stopRealNode} afterwards). */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Starts the node (or reuses a healthy running one) and returns where it is.
+ * @throws {RealNodeUnavailable} this machine cannot run it (skip with the message)
+ * @throws {RealNodeError} it failed to start (logs under the state dir)
+ */
+export async function startRealNode(options: RealNodeOptions = {}): Promise<RealNode> {
+  return realNodeFromEnv(
+    parseEnvLines(await script("start.sh", [], options.env ?? {}, options.signal)),
+  );
+}
+
+/**
+ * Stops the node and undoes its host changes; fails when `check_clean.sh` finds leftovers (named
+ * in the error).
+ */
+export async function stopRealNode(
+  options: RealNodeOptions & { purge?: boolean } = {},
+): Promise<void> {
+  await script("stop.sh", options.purge ? ["--purge"] : [], options.env ?? {}, options.signal);
+}
+
+/** What a stopped node left on the host (empty: nothing). */
+export async function realNodeLeftovers(options: RealNodeOptions = {}): Promise<string[]> {
+  const r = await runScript("check_clean.sh", [], options.env ?? {}, options.signal);
+  if (r.code === 3) throw new RealNodeUnavailable(r.stderr.split("\n").pop() ?? "");
+  if (r.code !== 0 && r.code !== 1) {
+    throw new RealNodeError(`check_clean.sh failed (exit ${r.code}): ${r.stderr}`);
+  }
+  return r.stdout.split("\n").filter((l) => l.trim() !== "");
+}
