@@ -4,6 +4,9 @@
 #   2. runtime: distroless/cc (glibc + libgcc, which compiled Deno binaries need; the node plugin's
 #      FFI uses the same libc.so.6), nothing else: no shell, no package manager.
 # Build with scripts/build_images.sh (tags from deno.json "version").
+# scripts/build_images_local.ts builds the same images without docker or a registry (Deno + bundle
+# + a static launcher at /bin/s3-csi-driver, as `deno compile` cannot fetch its runtime there): keep
+# the entrypoint, user and labels of both in step.
 ARG DENO_VERSION=2.9.6
 
 FROM --platform=$BUILDPLATFORM denoland/deno:${DENO_VERSION} AS builder

@@ -5,6 +5,9 @@
 #   - rclone from Debian (its `mount2` accepts /dev/fd/N, which the fd-passing protocol needs).
 # Runs as uid/gid 1000 (the controller's MOUNTPOINT_UID default); Mountpoint Pods pass the
 # restricted Pod Security Standard: the FUSE fd is opened by the node plugin and passed in.
+# scripts/build_images_local.ts builds the same image without docker or a registry (Deno + bundle
+# + a static launcher at /bin/s3-csi-mounter, rclone from Debian, our engine from
+# scripts/build_engine.sh when built): keep the entrypoint, user and labels of both in step.
 ARG DENO_VERSION=2.9.6
 
 FROM --platform=$BUILDPLATFORM denoland/deno:${DENO_VERSION} AS builder

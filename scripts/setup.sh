@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Install what building and testing this project needs, idempotently:
 #   - Deno 2.9.6 from npm (the only Deno source these machines reach) when missing or different;
-#   - when root: the Debian packages the test tiers use (FUSE, rclone, openssl, util-linux);
+#   - when root: the Debian packages the test tiers use (FUSE, rclone, openssl, util-linux, and
+#     containerd/runc/CNI plugins/iptables for the real-node tier);
 #   - the npm dependencies pinned by deno.lock.
 # Works on Debian 12 and 13. Safe to run again; prints what it does on stderr.
 set -euo pipefail
 
 DENO_VERSION="2.9.6"
 APT_PACKAGES=(fuse3 rclone openssl util-linux ca-certificates)
+# The real-node tier (tests/testbed/services/real_node): containerd, runc, CNI plugins, iptables and
+# nftables, tools the kubelet and kube-proxy call, a static libc for pause.c, busybox for test pods.
+APT_PACKAGES+=(containerd runc containernetworking-plugins iptables nftables conntrack socat ethtool
+  ebtables iproute2 curl procps gcc libc6-dev busybox-static)
 ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 log() { printf 'setup: %s\n' "$*" >&2; }
