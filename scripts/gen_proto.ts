@@ -75,7 +75,11 @@ function collect(ns: protobuf.NamespaceBase, out: protobuf.ReflectionObject[]): 
 function emitTypes(root: protobuf.Root): string {
   const objs: protobuf.ReflectionObject[] = [];
   collect(root, objs);
-  const parts: string[] = [generatedHeader("scripts/gen_proto.ts"), "// deno-lint-ignore-file\n"];
+  const parts: string[] = [
+    generatedHeader("scripts/gen_proto.ts"),
+    "// deno-lint-ignore-file\n",
+    'import type { CallContext } from "../call_context.ts";\n',
+  ];
   for (const obj of objs) {
     if (obj instanceof protobuf.Enum) {
       const names = Object.keys(obj.values);
@@ -104,7 +108,9 @@ function emitTypes(root: protobuf.Root): string {
       for (const m of obj.methodsArray) {
         const req = tsName(root.lookupType(m.requestType));
         const res = tsName(root.lookupType(m.responseType));
-        lines.push(`  ${lowerFirst(m.name)}(request: ${req}): Promise<${res}>;`);
+        lines.push(
+          `  ${lowerFirst(m.name)}(request: ${req}, context?: CallContext): Promise<${res}>;`,
+        );
       }
       lines.push("}\n");
       const methods = obj.methodsArray.map((m) =>

@@ -4,10 +4,26 @@
  *
  * @module
  */
-import { type Client, credentials, type ServiceError } from "@grpc/grpc-js";
+import {
+  type Client,
+  credentials,
+  loadPackageDefinition,
+  type ServiceClientConstructor,
+  type ServiceError,
+} from "@grpc/grpc-js";
 import type { ControllerHandlers, IdentityHandlers, NodeHandlers } from "./gen/csi_types.ts";
 import { Controller_METHODS, Identity_METHODS, Node_METHODS } from "./gen/csi_types.ts";
-import { clientConstructor, type CsiServiceName } from "./proto.ts";
+import { csiPackageDefinition, type CsiServiceName } from "./proto.ts";
+
+let constructors: Record<CsiServiceName, ServiceClientConstructor> | undefined;
+
+/** gRPC client constructor of a CSI service. */
+function clientConstructor(name: CsiServiceName): ServiceClientConstructor {
+  constructors ??= (loadPackageDefinition(csiPackageDefinition()) as unknown as {
+    csi: { v1: Record<CsiServiceName, ServiceClientConstructor> };
+  }).csi.v1;
+  return constructors[name];
+}
 
 /** A CSI client: the three services' methods, each returning a promise. */
 export interface CsiClient {

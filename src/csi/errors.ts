@@ -65,10 +65,36 @@ export function internal(message: string, options?: ErrorOptions): CsiError {
   return new CsiError(Code.INTERNAL, message, options);
 }
 
-/** Map anything thrown by a handler to a `{ code, message }` pair for the wire. */
-export function toStatus(err: unknown): { code: Code; message: string } {
+/** DeadlineExceeded: the call's deadline passed before the work finished. */
+export function deadlineExceeded(message: string, options?: ErrorOptions): CsiError {
+  return new CsiError(Code.DEADLINE_EXCEEDED, message, options);
+}
+
+/** Unavailable: a dependency (API server, Mountpoint Pod, S3) cannot be reached now; retry. */
+export function unavailable(message: string, options?: ErrorOptions): CsiError {
+  return new CsiError(Code.UNAVAILABLE, message, options);
+}
+
+/**
+ * Map anything thrown by a handler to a `{ code, message }` pair for the wire. A {@link CsiError}
+ * keeps its code. When the call's `signal` has aborted, whatever the handler threw because of it
+ * is DEADLINE_EXCEEDED (deadline passed) or CANCELLED (caller gone); a bounded wait that ran out
+ * (`TimeoutError`) is DEADLINE_EXCEEDED; anything else is INTERNAL (a bug).
+ */
+export function toStatus(err: unknown, signal?: AbortSignal): { code: Code; message: string } {
   if (err instanceof CsiError) return { code: err.code, message: err.message };
   const message = err instanceof Error ? err.message : String(err);
+  if (signal?.aborted) {
+    const reason = signal.reason;
+    const deadline = reason instanceof Error && reason.name === "DeadlineExceededError";
+    return {
+      code: deadline ? Code.DEADLINE_EXCEEDED : Code.CANCELLED,
+      message: reason instanceof Error ? reason.message : message,
+    };
+  }
+  if (err instanceof Error && err.name === "TimeoutError") {
+    return { code: Code.DEADLINE_EXCEEDED, message };
+  }
   return { code: Code.INTERNAL, message: `Internal error: ${message}` };
 }
 

@@ -30,3 +30,22 @@ Deno.test("codeName() names gRPC codes", () => {
   assert.equal(codeName(Code.INVALID_ARGUMENT), "INVALID_ARGUMENT");
   assert.equal(new CsiError(Code.ABORTED, "x").name, "CsiError");
 });
+
+Deno.test("toStatus() maps what a cancelled or timed-out call throws", () => {
+  const deadline = new AbortController();
+  const reason = new Error("The deadline of /csi.v1.Node/NodePublishVolume (20S) passed");
+  reason.name = "DeadlineExceededError";
+  deadline.abort(reason);
+  assert.deepEqual(toStatus(new Error("aborted wait"), deadline.signal), {
+    code: Code.DEADLINE_EXCEEDED,
+    message: reason.message,
+  });
+  const gone = new AbortController();
+  gone.abort(new Error("client went away"));
+  assert.equal(toStatus(new Error("x"), gone.signal).code, Code.CANCELLED);
+  // A CSI error keeps its code even when the call was cancelled meanwhile.
+  assert.equal(toStatus(invalidArgument("x"), gone.signal).code, Code.INVALID_ARGUMENT);
+  const timeout = new Error("Timed out");
+  timeout.name = "TimeoutError";
+  assert.equal(toStatus(timeout).code, Code.DEADLINE_EXCEEDED);
+});

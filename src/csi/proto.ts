@@ -1,15 +1,16 @@
 /**
- * Run-time view of the CSI proto: service definitions built from the generated descriptor with
- * `@grpc/proto-loader`, using the options the generated TypeScript types assume.
+ * Run-time view of the CSI proto: the package definition built from the generated descriptor with
+ * `@grpc/proto-loader` (protobufjs underneath), using the options the generated TypeScript types
+ * assume. Serving needs only this (no gRPC runtime); `client.ts` turns it into grpc-js clients.
  *
  * @module
  */
-import { fromJSON, type Options } from "@grpc/proto-loader";
 import {
-  loadPackageDefinition,
-  type ServiceClientConstructor,
-  type ServiceDefinition,
-} from "@grpc/grpc-js";
+  fromJSON,
+  type MethodDefinition,
+  type Options,
+  type PackageDefinition,
+} from "@grpc/proto-loader";
 import { CSI_DESCRIPTOR } from "./gen/csi_descriptor.ts";
 
 /**
@@ -28,25 +29,19 @@ export const LOADER_OPTIONS: Options = {
 /** The CSI services. */
 export type CsiServiceName = "Identity" | "Controller" | "Node";
 
-interface CsiPackage {
-  csi: { v1: Record<CsiServiceName, ServiceClientConstructor> };
-}
+let cached: PackageDefinition | undefined;
 
-let cached: CsiPackage | undefined;
-
-function csiPackage(): CsiPackage {
-  cached ??= loadPackageDefinition(
-    fromJSON(CSI_DESCRIPTOR as Parameters<typeof fromJSON>[0], LOADER_OPTIONS),
-  ) as unknown as CsiPackage;
+/** The CSI package definition (loaded once). */
+export function csiPackageDefinition(): PackageDefinition {
+  cached ??= fromJSON(CSI_DESCRIPTOR as Parameters<typeof fromJSON>[0], LOADER_OPTIONS);
   return cached;
 }
 
-/** gRPC service definition of a CSI service (for `Server.addService`). */
-export function serviceDefinition(name: CsiServiceName): ServiceDefinition {
-  return csiPackage().csi.v1[name].service;
-}
-
-/** gRPC client constructor of a CSI service. */
-export function clientConstructor(name: CsiServiceName): ServiceClientConstructor {
-  return csiPackage().csi.v1[name];
+/** The methods of a CSI service by RPC name (e.g. `NodePublishVolume`), with their codecs. */
+export function csiMethods(name: CsiServiceName): Record<string, MethodDefinition<object, object>> {
+  const service = csiPackageDefinition()[`csi.v1.${name}`];
+  if (!service || "format" in service) {
+    throw new Error(`CSI service ${name} is missing from the descriptor`);
+  }
+  return service as Record<string, MethodDefinition<object, object>>;
 }

@@ -1,32 +1,33 @@
 /**
- * CSI gRPC server on a unix socket.
+ * CSI gRPC server on a unix socket, on our own unary gRPC server (`grpc/`, see ADR 0008).
  *
  * - Binds `unix://` endpoints only. A stale socket file left by a crashed process is removed; a
  *   socket that still answers is refused (another instance is serving it). The socket is chmod 0700.
  * - Every call goes through one wrapper that logs method, duration and result code at info level
  *   (the request itself only at debug level, and always through `redact`, so `secrets` maps and
- *   credential env never reach the log), and maps thrown errors to gRPC statuses (`toStatus`).
+ *   credential env never reach the log), passes the call's {@link CallContext} (an AbortSignal for
+ *   the caller's deadline and cancellation) and maps anything thrown, synchronously or not, to
+ *   the spec's gRPC status (`toStatus`).
  * - RPCs a service object does not implement answer `UNIMPLEMENTED`.
  * - `stop()` drains in-flight calls for a bounded time, then forces the shutdown.
  *
  * @module
  */
-import {
-  type sendUnaryData,
-  Server,
-  ServerCredentials,
-  type ServerUnaryCall,
-  type status as GrpcStatus,
-  type UntypedServiceImplementation,
-} from "@grpc/grpc-js";
 import { chmod, lstat, mkdir, rm } from "node:fs/promises";
 import { dirname } from "node:path";
-import { ConfigError } from "../util/errors.ts";
+import { ConfigError, errorMessage } from "../util/errors.ts";
 import { logger, redact } from "../util/log.ts";
-import { codeName, toStatus, unimplemented } from "./errors.ts";
+import type { CallContext } from "./call_context.ts";
+import { Code, codeName, toStatus, unimplemented } from "./errors.ts";
 import type { ControllerHandlers, IdentityHandlers, NodeHandlers } from "./gen/csi_types.ts";
 import { Controller_METHODS, Identity_METHODS, Node_METHODS } from "./gen/csi_types.ts";
-import { type CsiServiceName, serviceDefinition } from "./proto.ts";
+import {
+  type GrpcCall,
+  GrpcServer,
+  GrpcStatusError,
+  type UnaryHandler,
+} from "./grpc/grpc_server.ts";
+import { csiMethods, type CsiServiceName } from "./proto.ts";
 
 /** Service implementations to serve; any subset. Missing methods answer UNIMPLEMENTED. */
 export interface CsiServices {
@@ -55,13 +56,13 @@ const METHODS: Record<CsiServiceName, Record<string, string>> = {
   Node: Node_METHODS,
 };
 
-type Handler = (request: unknown) => Promise<unknown>;
+type Handler = (request: unknown, context: CallContext) => Promise<unknown> | unknown;
 
 /** A CSI gRPC server bound to one unix socket. */
 export class CsiServer {
   readonly #options: CsiServerOptions;
   readonly #log = logger("csi");
-  #server: Server | undefined;
+  #server: GrpcServer | undefined;
 
   /** Create a server; nothing is bound until {@link start}. */
   constructor(options: CsiServerOptions) {
@@ -73,27 +74,44 @@ export class CsiServer {
     return this.#options.socketPath;
   }
 
+  /** Handlers still running (including calls whose client has gone), for tests. */
+  get activeCalls(): number {
+    return this.#server?.activeCalls ?? 0;
+  }
+
   /** Bind the socket and start serving. @throws {ConfigError} when the socket is in use. */
   async start(): Promise<void> {
     const path = this.#options.socketPath;
     await prepareSocketPath(path);
-    const server = new Server({
-      "grpc.max_receive_message_length": this.#options.maxReceiveBytes ?? 4 * 1024 * 1024,
-    });
+    const methods = new Map<string, UnaryHandler>();
     const { identity, controller, node } = this.#options.services;
     const add = (name: CsiServiceName, impl: object | undefined) => {
-      if (impl) server.addService(serviceDefinition(name), this.#implementation(name, impl));
+      if (!impl) return;
+      const defs = csiMethods(name);
+      for (const [jsName, rpcName] of Object.entries(METHODS[name])) {
+        const def = defs[rpcName];
+        if (!def) throw new Error(`CSI method ${name}/${rpcName} is missing from the descriptor`);
+        const fn = (impl as Record<string, unknown>)[jsName];
+        const handler: Handler = typeof fn === "function"
+          ? (fn as Handler).bind(impl)
+          : () => Promise.reject(unimplemented(rpcName));
+        methods.set(def.path, this.#wrap(def.path, handler, def));
+      }
     };
     add("Identity", identity);
     add("Controller", controller);
     add("Node", node);
-    await new Promise<void>((resolve, reject) => {
-      server.bindAsync(
-        `unix:${path}`,
-        ServerCredentials.createInsecure(),
-        (err) => (err ? reject(err) : resolve()),
-      );
+    const server = new GrpcServer(methods, {
+      maxReceiveBytes: this.#options.maxReceiveBytes ?? 4 * 1024 * 1024,
+      onConnectionEnd: (end) => {
+        if (end.reason === "error") {
+          this.#log.warn("Closed a CSI connection after a protocol error: {detail}", {
+            detail: end.detail ?? "",
+          });
+        }
+      },
     });
+    server.listenUnix(path);
     await chmod(path, 0o700);
     this.#server = server;
     this.#log.info("Serving CSI {services} on {socket}", {
@@ -107,38 +125,25 @@ export class CsiServer {
     const server = this.#server;
     if (!server) return;
     this.#server = undefined;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      new Promise<void>((resolve) => server.tryShutdown(() => resolve())),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(() => {
-          this.#log.warn("Forcing shutdown: calls still running after {ms} ms", { ms: graceMs });
-          server.forceShutdown();
-          resolve();
-        }, graceMs);
-      }),
-    ]);
-    clearTimeout(timer);
+    await server.shutdown(graceMs);
     await rm(this.#options.socketPath, { force: true });
     this.#log.info("Stopped serving on {socket}", { socket: this.#options.socketPath });
   }
 
-  #implementation(service: CsiServiceName, impl: object): UntypedServiceImplementation {
-    const out: UntypedServiceImplementation = {};
-    for (const [jsName, rpcName] of Object.entries(METHODS[service])) {
-      const fn = (impl as Record<string, unknown>)[jsName];
-      const handler: Handler = typeof fn === "function"
-        ? (fn as Handler).bind(impl)
-        : () => Promise.reject(unimplemented(rpcName));
-      out[rpcName] = this.#wrap(`/csi.v1.${service}/${rpcName}`, handler);
-    }
-    return out;
-  }
-
-  #wrap(method: string, handler: Handler) {
-    return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+  /**
+   * One wrapper for every method: decode the request, run the handler with the call's context,
+   * map whatever it throws — synchronously or not — to the spec's status, log and observe.
+   */
+  #wrap(
+    method: string,
+    handler: Handler,
+    codec: {
+      requestDeserialize(bytes: never): unknown;
+      responseSerialize(value: never): Uint8Array;
+    },
+  ): UnaryHandler {
+    return async (bytes: Uint8Array, call: GrpcCall): Promise<Uint8Array> => {
       const started = performance.now();
-      this.#log.debug("Call {method}", { method, request: redact(call.request) });
       const finish = (code: string, error?: string) => {
         const seconds = (performance.now() - started) / 1000;
         const fields = {
@@ -151,17 +156,29 @@ export class CsiServer {
         else this.#log.info("{method} {code}", fields);
         this.#options.observe?.(method, code, seconds);
       };
-      handler(call.request).then(
-        (response) => {
-          finish("OK");
-          callback(null, response ?? {});
-        },
-        (err: unknown) => {
-          const status = toStatus(err);
-          finish(codeName(status.code), status.message);
-          callback({ code: status.code as number as GrpcStatus, details: status.message });
-        },
-      );
+      let request: unknown;
+      try {
+        request = (codec.requestDeserialize as (b: Uint8Array) => unknown)(bytes);
+      } catch (err) {
+        const message = `The request of ${method} is not a valid protobuf message: ${
+          errorMessage(err)
+        }`;
+        finish(codeName(Code.INVALID_ARGUMENT), message);
+        throw new GrpcStatusError(Code.INVALID_ARGUMENT, message);
+      }
+      this.#log.debug("Call {method}", { method, request: redact(request) });
+      const context: CallContext = { signal: call.signal, deadline: call.deadline };
+      try {
+        // An async function: a handler that throws synchronously is mapped like a rejection.
+        const response = await (async () => await handler(request, context))();
+        const out = (codec.responseSerialize as (v: unknown) => Uint8Array)(response ?? {});
+        finish("OK");
+        return out;
+      } catch (err) {
+        const status = toStatus(err, call.signal);
+        finish(codeName(status.code), status.message);
+        throw new GrpcStatusError(status.code, status.message);
+      }
     };
   }
 }

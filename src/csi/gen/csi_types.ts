@@ -3,10 +3,12 @@
 
 // deno-lint-ignore-file
 
+import type { CallContext } from "../call_context.ts";
+
 export interface IdentityHandlers {
-  getPluginInfo(request: GetPluginInfoRequest): Promise<GetPluginInfoResponse>;
-  getPluginCapabilities(request: GetPluginCapabilitiesRequest): Promise<GetPluginCapabilitiesResponse>;
-  probe(request: ProbeRequest): Promise<ProbeResponse>;
+  getPluginInfo(request: GetPluginInfoRequest, context?: CallContext): Promise<GetPluginInfoResponse>;
+  getPluginCapabilities(request: GetPluginCapabilitiesRequest, context?: CallContext): Promise<GetPluginCapabilitiesResponse>;
+  probe(request: ProbeRequest, context?: CallContext): Promise<ProbeResponse>;
 }
 
 export const Identity_METHODS = {
@@ -16,21 +18,21 @@ export const Identity_METHODS = {
 } as const;
 
 export interface ControllerHandlers {
-  createVolume(request: CreateVolumeRequest): Promise<CreateVolumeResponse>;
-  deleteVolume(request: DeleteVolumeRequest): Promise<DeleteVolumeResponse>;
-  controllerPublishVolume(request: ControllerPublishVolumeRequest): Promise<ControllerPublishVolumeResponse>;
-  controllerUnpublishVolume(request: ControllerUnpublishVolumeRequest): Promise<ControllerUnpublishVolumeResponse>;
-  validateVolumeCapabilities(request: ValidateVolumeCapabilitiesRequest): Promise<ValidateVolumeCapabilitiesResponse>;
-  listVolumes(request: ListVolumesRequest): Promise<ListVolumesResponse>;
-  getCapacity(request: GetCapacityRequest): Promise<GetCapacityResponse>;
-  controllerGetCapabilities(request: ControllerGetCapabilitiesRequest): Promise<ControllerGetCapabilitiesResponse>;
-  createSnapshot(request: CreateSnapshotRequest): Promise<CreateSnapshotResponse>;
-  deleteSnapshot(request: DeleteSnapshotRequest): Promise<DeleteSnapshotResponse>;
-  listSnapshots(request: ListSnapshotsRequest): Promise<ListSnapshotsResponse>;
-  getSnapshot(request: GetSnapshotRequest): Promise<GetSnapshotResponse>;
-  controllerExpandVolume(request: ControllerExpandVolumeRequest): Promise<ControllerExpandVolumeResponse>;
-  controllerGetVolume(request: ControllerGetVolumeRequest): Promise<ControllerGetVolumeResponse>;
-  controllerModifyVolume(request: ControllerModifyVolumeRequest): Promise<ControllerModifyVolumeResponse>;
+  createVolume(request: CreateVolumeRequest, context?: CallContext): Promise<CreateVolumeResponse>;
+  deleteVolume(request: DeleteVolumeRequest, context?: CallContext): Promise<DeleteVolumeResponse>;
+  controllerPublishVolume(request: ControllerPublishVolumeRequest, context?: CallContext): Promise<ControllerPublishVolumeResponse>;
+  controllerUnpublishVolume(request: ControllerUnpublishVolumeRequest, context?: CallContext): Promise<ControllerUnpublishVolumeResponse>;
+  validateVolumeCapabilities(request: ValidateVolumeCapabilitiesRequest, context?: CallContext): Promise<ValidateVolumeCapabilitiesResponse>;
+  listVolumes(request: ListVolumesRequest, context?: CallContext): Promise<ListVolumesResponse>;
+  getCapacity(request: GetCapacityRequest, context?: CallContext): Promise<GetCapacityResponse>;
+  controllerGetCapabilities(request: ControllerGetCapabilitiesRequest, context?: CallContext): Promise<ControllerGetCapabilitiesResponse>;
+  createSnapshot(request: CreateSnapshotRequest, context?: CallContext): Promise<CreateSnapshotResponse>;
+  deleteSnapshot(request: DeleteSnapshotRequest, context?: CallContext): Promise<DeleteSnapshotResponse>;
+  listSnapshots(request: ListSnapshotsRequest, context?: CallContext): Promise<ListSnapshotsResponse>;
+  getSnapshot(request: GetSnapshotRequest, context?: CallContext): Promise<GetSnapshotResponse>;
+  controllerExpandVolume(request: ControllerExpandVolumeRequest, context?: CallContext): Promise<ControllerExpandVolumeResponse>;
+  controllerGetVolume(request: ControllerGetVolumeRequest, context?: CallContext): Promise<ControllerGetVolumeResponse>;
+  controllerModifyVolume(request: ControllerModifyVolumeRequest, context?: CallContext): Promise<ControllerModifyVolumeResponse>;
 }
 
 export const Controller_METHODS = {
@@ -52,14 +54,14 @@ export const Controller_METHODS = {
 } as const;
 
 export interface NodeHandlers {
-  nodeStageVolume(request: NodeStageVolumeRequest): Promise<NodeStageVolumeResponse>;
-  nodeUnstageVolume(request: NodeUnstageVolumeRequest): Promise<NodeUnstageVolumeResponse>;
-  nodePublishVolume(request: NodePublishVolumeRequest): Promise<NodePublishVolumeResponse>;
-  nodeUnpublishVolume(request: NodeUnpublishVolumeRequest): Promise<NodeUnpublishVolumeResponse>;
-  nodeGetVolumeStats(request: NodeGetVolumeStatsRequest): Promise<NodeGetVolumeStatsResponse>;
-  nodeExpandVolume(request: NodeExpandVolumeRequest): Promise<NodeExpandVolumeResponse>;
-  nodeGetCapabilities(request: NodeGetCapabilitiesRequest): Promise<NodeGetCapabilitiesResponse>;
-  nodeGetInfo(request: NodeGetInfoRequest): Promise<NodeGetInfoResponse>;
+  nodeStageVolume(request: NodeStageVolumeRequest, context?: CallContext): Promise<NodeStageVolumeResponse>;
+  nodeUnstageVolume(request: NodeUnstageVolumeRequest, context?: CallContext): Promise<NodeUnstageVolumeResponse>;
+  nodePublishVolume(request: NodePublishVolumeRequest, context?: CallContext): Promise<NodePublishVolumeResponse>;
+  nodeUnpublishVolume(request: NodeUnpublishVolumeRequest, context?: CallContext): Promise<NodeUnpublishVolumeResponse>;
+  nodeGetVolumeStats(request: NodeGetVolumeStatsRequest, context?: CallContext): Promise<NodeGetVolumeStatsResponse>;
+  nodeExpandVolume(request: NodeExpandVolumeRequest, context?: CallContext): Promise<NodeExpandVolumeResponse>;
+  nodeGetCapabilities(request: NodeGetCapabilitiesRequest, context?: CallContext): Promise<NodeGetCapabilitiesResponse>;
+  nodeGetInfo(request: NodeGetInfoRequest, context?: CallContext): Promise<NodeGetInfoResponse>;
 }
 
 export const Node_METHODS = {

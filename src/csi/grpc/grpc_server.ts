@@ -1,0 +1,302 @@
+/**
+ * A unary gRPC server (the gRPC over HTTP/2 protocol: request and response framing, status in
+ * trailers, `grpc-timeout` deadlines, cancellation) on {@link Http2ServerConnection}, listening on
+ * a unix socket with Deno's own socket API.
+ *
+ * Why not `@grpc/grpc-js`: it serves through `node:http2`, which Deno 2.9 implements on nghttp2;
+ * that path has aborted the whole process inside nghttp2 when a peer's GOAWAY arrived (an
+ * assertion in `find_stream_on_goaway_func`), which no JavaScript can catch. Here a misbehaving
+ * client can only end its own connection (see ADR 0008).
+ *
+ * Every call gets an `AbortSignal` that aborts when the client's deadline passes, the client
+ * cancels (RST_STREAM) or its connection ends. At the deadline the client is answered
+ * DEADLINE_EXCEEDED at once, whatever the handler is still doing.
+ *
+ * @module
+ */
+import type { HeaderField } from "./hpack.ts";
+import {
+  type ConnectionEnd,
+  type Http2ConnectionOptions,
+  Http2ServerConnection,
+  type Http2Transport,
+  type IncomingRequest,
+  type OutgoingResponse,
+} from "./http2_connection.ts";
+
+/** gRPC status codes used by the transport itself (same numbers as `Code` in `csi/errors.ts`). */
+export const GrpcCode = {
+  OK: 0,
+  CANCELLED: 1,
+  DEADLINE_EXCEEDED: 4,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+} as const;
+
+/** A call being served. */
+export interface GrpcCall {
+  /** Full method name, e.g. `/csi.v1.Node/NodePublishVolume`. */
+  readonly method: string;
+  /** Aborts at the deadline, on client cancel and when the connection ends. */
+  readonly signal: AbortSignal;
+  /** The client's deadline (`performance.now()` scale), if it sent one. */
+  readonly deadline: number | undefined;
+}
+
+/** A failure with a gRPC status; anything else a handler throws is INTERNAL. */
+export class GrpcStatusError extends Error {
+  override name = "GrpcStatusError";
+  /** Create an error answered with `code`. */
+  constructor(readonly code: number, message: string) {
+    super(message);
+  }
+}
+
+/** The reason a call's signal aborts when its deadline passes. */
+export class DeadlineExceededError extends Error {
+  override name = "DeadlineExceededError";
+}
+
+/** The reason a call's signal aborts when the client cancels or goes away. */
+export class CallCancelledError extends Error {
+  override name = "CallCancelledError";
+}
+
+/** A unary method: request message bytes in, response message bytes out. */
+export type UnaryHandler = (request: Uint8Array, call: GrpcCall) => Promise<Uint8Array>;
+
+/** Options of {@link GrpcServer}. */
+export interface GrpcServerOptions {
+  /** Largest request message. @default 4 MiB */
+  readonly maxReceiveBytes?: number;
+  /** HTTP/2 limits of each connection. */
+  readonly connection?: Omit<Http2ConnectionOptions, "maxBodyBytes">;
+  /** Called when a connection ends (for logs). */
+  readonly onConnectionEnd?: (end: ConnectionEnd) => void;
+}
+
+const TIMEOUT_UNITS: Record<string, number> = {
+  H: 3_600_000,
+  M: 60_000,
+  S: 1000,
+  m: 1,
+  u: 0.001,
+  n: 0.000001,
+};
+
+/** Parse a `grpc-timeout` header value (e.g. `"119999m"`) to milliseconds; undefined when bad. */
+export function parseGrpcTimeout(value: string): number | undefined {
+  const m = /^(\d{1,8})([HMSmun])$/.exec(value);
+  return m ? Number(m[1]) * TIMEOUT_UNITS[m[2]!]! : undefined;
+}
+
+/** Percent-encode a status message as the gRPC spec asks (UTF-8, `%XX` outside 0x20-0x7e). */
+export function encodeGrpcMessage(message: string): string {
+  const bytes = new TextEncoder().encode(message);
+  let out = "";
+  for (const b of bytes) {
+    out += b >= 0x20 && b <= 0x7e && b !== 0x25
+      ? String.fromCharCode(b)
+      : `%${b.toString(16).toUpperCase().padStart(2, "0")}`;
+  }
+  return out;
+}
+
+const GRPC_CONTENT_TYPE = "application/grpc";
+/** Longest status message sent (the rest is cut; logs keep everything). */
+const MAX_STATUS_MESSAGE = 8 * 1024;
+
+function statusOnly(code: number, message: string): OutgoingResponse {
+  const text = message.length > MAX_STATUS_MESSAGE
+    ? `${message.slice(0, MAX_STATUS_MESSAGE)}…`
+    : message;
+  return {
+    headers: [
+      [":status", "200"],
+      ["content-type", GRPC_CONTENT_TYPE],
+      ["grpc-status", String(code)],
+      ["grpc-message", encodeGrpcMessage(text)],
+    ],
+  };
+}
+
+function httpError(status: number, text: string): OutgoingResponse {
+  return {
+    headers: [[":status", String(status)], ["content-type", "text/plain"]],
+    body: new TextEncoder().encode(`${text}\n`),
+  };
+}
+
+function header(headers: readonly HeaderField[], name: string): string | undefined {
+  return headers.find(([n]) => n === name)?.[1];
+}
+
+/** A unary gRPC server. */
+export class GrpcServer {
+  readonly #methods: ReadonlyMap<string, UnaryHandler>;
+  readonly #o: GrpcServerOptions;
+  readonly #maxReceive: number;
+  readonly #connections = new Set<Http2ServerConnection>();
+  #listener: Deno.Listener | undefined;
+  #accepting: Promise<void> | undefined;
+  #activeCalls = 0;
+
+  /** Create a server for `methods` (full method name → handler). */
+  constructor(methods: ReadonlyMap<string, UnaryHandler>, options: GrpcServerOptions = {}) {
+    this.#methods = methods;
+    this.#o = options;
+    this.#maxReceive = options.maxReceiveBytes ?? 4 * 1024 * 1024;
+  }
+
+  /** Open connections. */
+  get connections(): number {
+    return this.#connections.size;
+  }
+
+  /** Handlers still running (including those whose client has gone). */
+  get activeCalls(): number {
+    return this.#activeCalls;
+  }
+
+  /** Listen on a unix socket at `path` (the file must not exist) and serve in the background. */
+  listenUnix(path: string): void {
+    const listener = Deno.listen({ transport: "unix", path });
+    this.#listener = listener;
+    this.#accepting = this.#acceptLoop(listener);
+  }
+
+  async #acceptLoop(listener: Deno.Listener): Promise<void> {
+    for (;;) {
+      let conn: Deno.Conn;
+      try {
+        conn = await listener.accept();
+      } catch (err) {
+        if (this.#listener !== listener || err instanceof Deno.errors.BadResource) return;
+        // EMFILE and the like: wait a little rather than spin, and keep serving.
+        await new Promise((r) => setTimeout(r, 100));
+        continue;
+      }
+      void this.serveConnection(conn);
+    }
+  }
+
+  /** Serve one already-accepted connection until it ends. Never rejects. */
+  async serveConnection(transport: Http2Transport): Promise<ConnectionEnd> {
+    const c = new Http2ServerConnection(transport, (req) => this.#handle(req), {
+      ...this.#o.connection,
+      maxBodyBytes: this.#maxReceive + 5,
+    });
+    this.#connections.add(c);
+    try {
+      const end = await c.serve();
+      this.#o.onConnectionEnd?.(end);
+      return end;
+    } finally {
+      this.#connections.delete(c);
+    }
+  }
+
+  /**
+   * Stop: no new connections, GOAWAY to the open ones, wait up to `graceMs` for their calls, then
+   * close what is left (the calls' signals abort).
+   */
+  async shutdown(graceMs: number): Promise<void> {
+    const listener = this.#listener;
+    this.#listener = undefined;
+    try {
+      listener?.close();
+    } catch { /* closed */ }
+    await this.#accepting?.catch(() => {});
+    const open = [...this.#connections];
+    for (const c of open) c.shutdown();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const allDone = Promise.all(open.map((c) => c.done)).then(() => true);
+    const timedOut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), graceMs)));
+    const clean = await Promise.race([allDone, timedOut]);
+    clearTimeout(timer);
+    if (!clean) { for (const c of this.#connections) c.destroy("server stopped"); }
+    await Promise.all(open.map((c) => c.done));
+  }
+
+  async #handle(req: IncomingRequest): Promise<OutgoingResponse> {
+    const method = header(req.headers, ":method");
+    if (method !== "POST") return httpError(405, "gRPC calls use POST");
+    const contentType = header(req.headers, "content-type") ?? "";
+    if (!contentType.startsWith(GRPC_CONTENT_TYPE)) {
+      return httpError(415, `unsupported content-type "${contentType}"`);
+    }
+    const path = header(req.headers, ":path") ?? "";
+    const handler = this.#methods.get(path);
+    if (!handler) return statusOnly(GrpcCode.UNIMPLEMENTED, `unknown method ${path}`);
+    if (req.tooLarge) {
+      return statusOnly(
+        GrpcCode.RESOURCE_EXHAUSTED,
+        `grpc: received message larger than max (limit ${this.#maxReceive} bytes)`,
+      );
+    }
+    const body = req.body;
+    if (body.length < 5) return statusOnly(GrpcCode.INTERNAL, "grpc: no request message");
+    const length = new DataView(body.buffer, body.byteOffset, body.byteLength).getUint32(1);
+    if (body.length !== 5 + length) {
+      return statusOnly(GrpcCode.INTERNAL, "grpc: a unary call needs exactly one request message");
+    }
+    if (body[0] !== 0) {
+      const encoding = header(req.headers, "grpc-encoding");
+      return statusOnly(
+        encoding && encoding !== "identity" ? GrpcCode.UNIMPLEMENTED : GrpcCode.INTERNAL,
+        `grpc: compressed messages are not supported (grpc-encoding "${encoding ?? ""}")`,
+      );
+    }
+    const timeoutHeader = header(req.headers, "grpc-timeout");
+    const timeoutMs = timeoutHeader === undefined ? undefined : parseGrpcTimeout(timeoutHeader);
+    if (timeoutHeader !== undefined && timeoutMs === undefined) {
+      return statusOnly(GrpcCode.INTERNAL, `grpc: malformed grpc-timeout "${timeoutHeader}"`);
+    }
+    const abort = new AbortController();
+    const onClientGone = () =>
+      abort.abort(new CallCancelledError(`The client cancelled ${path} or went away`));
+    if (req.signal.aborted) onClientGone();
+    req.signal.addEventListener("abort", onClientGone, { once: true });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadlinePassed = new Promise<OutgoingResponse>((resolve) => {
+      if (timeoutMs === undefined) return;
+      timer = setTimeout(() => {
+        abort.abort(new DeadlineExceededError(`The deadline of ${path} (${timeoutHeader}) passed`));
+        resolve(statusOnly(GrpcCode.DEADLINE_EXCEEDED, `Deadline exceeded (${timeoutHeader})`));
+      }, Math.max(0, timeoutMs));
+    });
+    const call: GrpcCall = {
+      method: path,
+      signal: abort.signal,
+      deadline: timeoutMs === undefined ? undefined : performance.now() + timeoutMs,
+    };
+    this.#activeCalls++;
+    const work = Promise.resolve()
+      .then(() => handler(body.subarray(5), call))
+      .then(
+        (message): OutgoingResponse => {
+          const framed = new Uint8Array(5 + message.length);
+          new DataView(framed.buffer).setUint32(1, message.length);
+          framed.set(message, 5);
+          return {
+            headers: [[":status", "200"], ["content-type", GRPC_CONTENT_TYPE]],
+            body: framed,
+            trailers: [["grpc-status", "0"]],
+          };
+        },
+        (err: unknown) =>
+          err instanceof GrpcStatusError ? statusOnly(err.code, err.message) : statusOnly(
+            GrpcCode.INTERNAL,
+            `Internal error: ${err instanceof Error ? err.message : err}`,
+          ),
+      )
+      .finally(() => {
+        this.#activeCalls--;
+        clearTimeout(timer);
+        req.signal.removeEventListener("abort", onClientGone);
+      });
+    return await Promise.race([work, deadlinePassed]);
+  }
+}

@@ -1,0 +1,468 @@
+import assert from "node:assert/strict";
+import { encodeHeaders, type HeaderField, HpackDecoder } from "./hpack.ts";
+import {
+  ErrorCode,
+  Flag,
+  frame,
+  FRAME_HEADER_BYTES,
+  FrameType,
+  parseFrameHeader,
+  PREFACE,
+  readU32,
+  rstStreamFrame,
+  Setting,
+  settingsFrame,
+  u32,
+  windowUpdateFrame,
+} from "./http2_frames.ts";
+import type { Http2Transport } from "./http2_connection.ts";
+import {
+  CallCancelledError,
+  DeadlineExceededError,
+  encodeGrpcMessage,
+  type GrpcCall,
+  GrpcServer,
+  GrpcStatusError,
+  parseGrpcTimeout,
+  type UnaryHandler,
+} from "./grpc_server.ts";
+
+interface Frame {
+  type: number;
+  flags: number;
+  streamId: number;
+  payload: Uint8Array;
+}
+
+/** An in-memory client side of one connection, speaking raw frames. */
+class Peer {
+  #toServer: Uint8Array[] = [];
+  #serverWaiter: (() => void) | undefined;
+  #fromServer = new Uint8Array(0);
+  #clientWaiter: (() => void) | undefined;
+  #serverClosed = false;
+  #clientClosed = false;
+  readonly decoder = new HpackDecoder();
+  readonly transport: Http2Transport;
+
+  constructor() {
+    this.transport = {
+      read: async (p) => {
+        while (this.#toServer.length === 0) {
+          if (this.#clientClosed || this.#serverClosed) return null;
+          await new Promise<void>((r) => (this.#serverWaiter = r));
+        }
+        const next = this.#toServer[0]!;
+        const n = Math.min(p.length, next.length);
+        p.set(next.subarray(0, n));
+        if (n === next.length) this.#toServer.shift();
+        else this.#toServer[0] = next.subarray(n);
+        return n;
+      },
+      write: (p) => {
+        if (this.#serverClosed || this.#clientClosed) return Promise.reject(new Error("closed"));
+        const joined = new Uint8Array(this.#fromServer.length + p.length);
+        joined.set(this.#fromServer);
+        joined.set(p, this.#fromServer.length);
+        this.#fromServer = joined;
+        this.#clientWaiter?.();
+        return Promise.resolve(p.length);
+      },
+      close: () => {
+        this.#serverClosed = true;
+        this.#serverWaiter?.();
+        this.#clientWaiter?.();
+      },
+    };
+  }
+
+  get serverClosed(): boolean {
+    return this.#serverClosed;
+  }
+
+  send(...bytes: Uint8Array[]): void {
+    this.#toServer.push(...bytes);
+    this.#serverWaiter?.();
+  }
+
+  /** The client goes away (EOF for the server). */
+  close(): void {
+    this.#clientClosed = true;
+    this.#serverWaiter?.();
+  }
+
+  /** The next frame from the server, or undefined when it closed. */
+  async next(): Promise<Frame | undefined> {
+    for (;;) {
+      if (this.#fromServer.length >= FRAME_HEADER_BYTES) {
+        const h = parseFrameHeader(this.#fromServer);
+        if (this.#fromServer.length >= FRAME_HEADER_BYTES + h.length) {
+          const payload = this.#fromServer.slice(FRAME_HEADER_BYTES, FRAME_HEADER_BYTES + h.length);
+          this.#fromServer = this.#fromServer.slice(FRAME_HEADER_BYTES + h.length);
+          return { type: h.type, flags: h.flags, streamId: h.streamId, payload };
+        }
+      }
+      if (this.#serverClosed) return undefined;
+      await new Promise<void>((r) => (this.#clientWaiter = r));
+    }
+  }
+
+  /** The next frame of `type` (others skipped, SETTINGS acked). */
+  async expect(type: number): Promise<Frame> {
+    for (;;) {
+      const f = await this.next();
+      if (!f) throw new Error(`connection closed while waiting for frame type ${type}`);
+      if (f.type === type) return f;
+    }
+  }
+
+  handshake(settings: (readonly [number, number])[] = []): void {
+    this.send(PREFACE, settingsFrame(settings));
+  }
+
+  request(
+    streamId: number,
+    path: string,
+    message: Uint8Array | undefined,
+    extra: HeaderField[] = [],
+  ) {
+    const headers = encodeHeaders([
+      [":method", "POST"],
+      [":scheme", "http"],
+      [":path", path],
+      [":authority", "localhost"],
+      ["content-type", "application/grpc"],
+      ["te", "trailers"],
+      ...extra,
+    ]);
+    if (message === undefined) {
+      this.send(frame(FrameType.HEADERS, Flag.END_HEADERS, streamId, headers));
+      return;
+    }
+    const body = new Uint8Array(5 + message.length);
+    new DataView(body.buffer).setUint32(1, message.length);
+    body.set(message, 5);
+    this.send(
+      frame(FrameType.HEADERS, Flag.END_HEADERS, streamId, headers),
+      frame(FrameType.DATA, Flag.END_STREAM, streamId, body),
+    );
+  }
+
+  /** Collect one response: headers, data, trailers (or trailers-only). */
+  async response(streamId: number): Promise<{ headers: Map<string, string>; body: Uint8Array }> {
+    const headers = new Map<string, string>();
+    const chunks: Uint8Array[] = [];
+    for (;;) {
+      const f = await this.next();
+      if (!f) throw new Error("connection closed before the response ended");
+      if (f.streamId !== streamId) continue;
+      if (f.type === FrameType.HEADERS) {
+        for (const [n, v] of this.decoder.decode(f.payload)) headers.set(n, v);
+      } else if (f.type === FrameType.DATA) {
+        chunks.push(f.payload);
+      } else if (f.type === FrameType.RST_STREAM) {
+        headers.set("rst", String(readU32(f.payload, 0)));
+        break;
+      }
+      if (f.flags & Flag.END_STREAM) break;
+    }
+    const total = chunks.reduce((n, c) => n + c.length, 0);
+    const body = new Uint8Array(total);
+    let o = 0;
+    for (const c of chunks) {
+      body.set(c, o);
+      o += c.length;
+    }
+    return { headers, body };
+  }
+}
+
+const ECHO = "/test.Echo/Echo";
+const SLOW = "/test.Echo/Slow";
+
+function server(extra: Record<string, UnaryHandler> = {}, options = {}): {
+  server: GrpcServer;
+  calls: GrpcCall[];
+} {
+  const calls: GrpcCall[] = [];
+  const methods = new Map<string, UnaryHandler>([
+    [ECHO, (req, call) => {
+      calls.push(call);
+      return Promise.resolve(req);
+    }],
+    [SLOW, (_req, call) => {
+      calls.push(call);
+      return new Promise((_, reject) => {
+        call.signal.addEventListener("abort", () => reject(call.signal.reason), { once: true });
+      });
+    }],
+    ...Object.entries(extra),
+  ]);
+  return { server: new GrpcServer(methods, options), calls };
+}
+
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+Deno.test("grpc server: a unary call is answered with headers, the message and OK trailers", async () => {
+  const { server: s } = server();
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.request(1, ECHO, bytes("hello"));
+  const r = await peer.response(1);
+  assert.equal(r.headers.get(":status"), "200");
+  assert.equal(r.headers.get("content-type"), "application/grpc");
+  assert.equal(r.headers.get("grpc-status"), "0");
+  assert.deepEqual(r.body, Uint8Array.from([0, 0, 0, 0, 5, ...bytes("hello")]));
+  peer.close();
+  assert.equal((await done).reason, "eof");
+});
+
+Deno.test("grpc server: errors are trailers-only with the code and a percent-encoded message", async () => {
+  const { server: s } = server({
+    "/test.Echo/Fail": () => Promise.reject(new GrpcStatusError(3, 'bad "x"\n100%')),
+    "/test.Echo/Throw": () => {
+      throw new Error("boom");
+    },
+  });
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.request(1, "/test.Echo/Fail", bytes(""));
+  let r = await peer.response(1);
+  assert.equal(r.headers.get("grpc-status"), "3");
+  assert.equal(r.headers.get("grpc-message"), 'bad "x"%0A100%25');
+  assert.equal(r.body.length, 0);
+  peer.request(3, "/test.Echo/Throw", bytes(""));
+  r = await peer.response(3);
+  assert.equal(r.headers.get("grpc-status"), "13");
+  assert.match(r.headers.get("grpc-message")!, /boom/);
+  peer.request(5, "/test.Echo/Missing", bytes(""));
+  r = await peer.response(5);
+  assert.equal(r.headers.get("grpc-status"), "12");
+  peer.close();
+  await done;
+});
+
+Deno.test("grpc server: a client RST_STREAM aborts the handler's signal and frees the stream", async () => {
+  const { server: s, calls } = server();
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.request(1, SLOW, bytes(""));
+  while (calls.length === 0) await new Promise((r) => setTimeout(r, 1));
+  peer.send(rstStreamFrame(1, ErrorCode.CANCEL));
+  await new Promise<void>((r) => calls[0]!.signal.addEventListener("abort", () => r()));
+  assert.ok(calls[0]!.signal.reason instanceof CallCancelledError);
+  // The connection still serves.
+  peer.request(3, ECHO, bytes("x"));
+  assert.equal((await peer.response(3)).headers.get("grpc-status"), "0");
+  peer.close();
+  await done;
+  assert.equal(s.activeCalls, 0);
+});
+
+Deno.test("grpc server: the client going away mid-call aborts the handler", async () => {
+  const { server: s, calls } = server();
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.request(1, SLOW, bytes(""));
+  while (calls.length === 0) await new Promise((r) => setTimeout(r, 1));
+  peer.close();
+  assert.equal((await done).reason, "eof");
+  assert.ok(calls[0]!.signal.aborted);
+});
+
+Deno.test("grpc server: grpc-timeout answers DEADLINE_EXCEEDED and aborts the handler", async () => {
+  const { server: s, calls } = server();
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.request(1, SLOW, bytes(""), [["grpc-timeout", "20m"]]);
+  const r = await peer.response(1);
+  assert.equal(r.headers.get("grpc-status"), "4");
+  assert.ok(calls[0]!.signal.reason instanceof DeadlineExceededError);
+  assert.ok(calls[0]!.deadline !== undefined);
+  peer.close();
+  await done;
+});
+
+Deno.test("grpc server: a message above the limit is RESOURCE_EXHAUSTED", async () => {
+  const { server: s } = server({}, { maxReceiveBytes: 10 });
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.request(1, ECHO, bytes("x".repeat(100)));
+  const r = await peer.response(1);
+  assert.equal(r.headers.get("grpc-status"), "8");
+  peer.close();
+  await done;
+});
+
+Deno.test("grpc server: malformed gRPC framing and wrong content types are refused", async () => {
+  const { server: s } = server();
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  const headers = (ct: string) =>
+    encodeHeaders([[":method", "POST"], [":path", ECHO], [":scheme", "http"], [
+      "content-type",
+      ct,
+    ]]);
+  peer.send(
+    frame(FrameType.HEADERS, Flag.END_HEADERS, 1, headers("application/grpc")),
+    frame(FrameType.DATA, Flag.END_STREAM, 1, Uint8Array.from([0, 0, 0, 0, 9, 1])),
+  );
+  assert.equal((await peer.response(1)).headers.get("grpc-status"), "13");
+  peer.send(frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 3, headers("text/html")));
+  assert.equal((await peer.response(3)).headers.get(":status"), "415");
+  peer.request(5, ECHO, undefined, [["grpc-timeout", "soon"]]);
+  peer.send(frame(FrameType.DATA, Flag.END_STREAM, 5, Uint8Array.from([0, 0, 0, 0, 0])));
+  assert.equal((await peer.response(5)).headers.get("grpc-status"), "13");
+  peer.close();
+  await done;
+});
+
+Deno.test("grpc server: protocol violations end the connection with GOAWAY, never an exception", async () => {
+  const cases: [string, Uint8Array[], number][] = [
+    ["garbage preface", [bytes("GET / HTTP/1.1\r\n\r\n")], ErrorCode.PROTOCOL_ERROR],
+    [
+      "first frame not SETTINGS",
+      [PREFACE, frame(FrameType.PING, 0, 0, new Uint8Array(8))],
+      ErrorCode.PROTOCOL_ERROR,
+    ],
+    ["bad HPACK", [
+      PREFACE,
+      settingsFrame([]),
+      frame(FrameType.HEADERS, Flag.END_HEADERS, 1, Uint8Array.from([0xff, 0xff, 0xff])),
+    ], ErrorCode.COMPRESSION_ERROR],
+    ["oversized frame", [
+      PREFACE,
+      settingsFrame([]),
+      frame(FrameType.DATA, 0, 1, new Uint8Array(20_000)),
+    ], ErrorCode.FRAME_SIZE_ERROR],
+    ["DATA on an idle stream", [
+      PREFACE,
+      settingsFrame([]),
+      frame(FrameType.DATA, 0, 7, bytes("x")),
+    ], ErrorCode.PROTOCOL_ERROR],
+    ["even stream id", [
+      PREFACE,
+      settingsFrame([]),
+      frame(FrameType.HEADERS, Flag.END_HEADERS, 2, encodeHeaders([])),
+    ], ErrorCode.PROTOCOL_ERROR],
+    ["CONTINUATION expected", [
+      PREFACE,
+      settingsFrame([]),
+      frame(FrameType.HEADERS, 0, 1, encodeHeaders([])),
+      frame(FrameType.PING, 0, 0, new Uint8Array(8)),
+    ], ErrorCode.PROTOCOL_ERROR],
+    ["bad SETTINGS size", [
+      PREFACE,
+      settingsFrame([]),
+      frame(FrameType.SETTINGS, 0, 0, new Uint8Array(5)),
+    ], ErrorCode.FRAME_SIZE_ERROR],
+    [
+      "window overflow",
+      [PREFACE, settingsFrame([]), windowUpdateFrame(0, 0x7fff_ffff)],
+      ErrorCode.FLOW_CONTROL_ERROR,
+    ],
+    ["PUSH_PROMISE", [
+      PREFACE,
+      settingsFrame([]),
+      frame(FrameType.PUSH_PROMISE, Flag.END_HEADERS, 1, u32(2)),
+    ], ErrorCode.PROTOCOL_ERROR],
+  ];
+  for (const [name, input, code] of cases) {
+    const { server: s } = server();
+    const peer = new Peer();
+    const done = s.serveConnection(peer.transport);
+    peer.send(...input);
+    const goaway = await peer.expect(FrameType.GOAWAY);
+    assert.equal(readU32(goaway.payload, 4), code, name);
+    assert.equal((await done).reason, "error", name);
+  }
+});
+
+Deno.test("grpc server: streams above the concurrency limit are refused, the rest served", async () => {
+  const { server: s, calls } = server({}, { connection: { maxConcurrentStreams: 2 } });
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.request(1, SLOW, bytes(""));
+  peer.request(3, SLOW, bytes(""));
+  peer.request(5, SLOW, bytes(""));
+  const rst = await peer.expect(FrameType.RST_STREAM);
+  assert.equal(rst.streamId, 5);
+  assert.equal(readU32(rst.payload, 0), ErrorCode.REFUSED_STREAM);
+  assert.equal(calls.length, 2);
+  peer.close();
+  await done;
+});
+
+Deno.test("grpc server: a response bigger than the client's window waits for WINDOW_UPDATE", async () => {
+  const { server: s } = server();
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake([[Setting.INITIAL_WINDOW_SIZE, 10]]);
+  peer.request(1, ECHO, bytes("0123456789abcdefghij")); // 25 bytes framed
+  const first = await peer.expect(FrameType.DATA);
+  assert.equal(first.payload.length, 10);
+  peer.send(windowUpdateFrame(1, 100));
+  const r = await peer.response(1);
+  assert.equal(first.payload.length + r.body.length, 25);
+  assert.equal(r.headers.get("grpc-status"), "0");
+  peer.close();
+  await done;
+});
+
+Deno.test("grpc server: PING is answered and a client GOAWAY closes once calls are answered", async () => {
+  const { server: s } = server();
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.send(frame(FrameType.PING, 0, 0, bytes("12345678")));
+  const pong = await peer.expect(FrameType.PING);
+  assert.equal(pong.flags & Flag.ACK, Flag.ACK);
+  peer.request(1, ECHO, bytes("x"));
+  peer.send(frame(FrameType.GOAWAY, 0, 0, new Uint8Array(8)));
+  assert.equal((await peer.response(1)).headers.get("grpc-status"), "0");
+  await done;
+  assert.ok(peer.serverClosed);
+});
+
+Deno.test("grpc server: shutdown() sends GOAWAY and ends calls still running after the grace", async () => {
+  const { server: s, calls } = server();
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.request(1, SLOW, bytes(""));
+  while (calls.length === 0) await new Promise((r) => setTimeout(r, 1));
+  await s.shutdown(10);
+  assert.ok(calls[0]!.signal.aborted);
+  await done;
+  assert.equal(s.connections, 0);
+});
+
+Deno.test("grpc server: parseGrpcTimeout() and encodeGrpcMessage()", () => {
+  assert.equal(parseGrpcTimeout("119999m"), 119_999);
+  assert.equal(parseGrpcTimeout("2S"), 2000);
+  assert.equal(parseGrpcTimeout("1H"), 3_600_000);
+  assert.equal(parseGrpcTimeout("5000u"), 5);
+  assert.equal(parseGrpcTimeout("123456789m"), undefined);
+  assert.equal(parseGrpcTimeout("-1S"), undefined);
+  assert.equal(encodeGrpcMessage("é%\n"), "%C3%A9%25%0A");
+});
+
+Deno.test("grpc server: an idle connection is closed with GOAWAY only when an idle timeout is set", async () => {
+  const { server: s } = server({}, { connection: { idleTimeoutMs: 20 } });
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.request(1, ECHO, bytes("x"));
+  assert.equal((await peer.response(1)).headers.get("grpc-status"), "0");
+  const goaway = await peer.expect(FrameType.GOAWAY);
+  assert.equal(readU32(goaway.payload, 0), 1, "last stream id");
+  assert.equal((await done).reason, "timeout");
+});
