@@ -6,8 +6,25 @@
  * Every operation is async: the paths may sit on a FUSE mount served by another process, and a
  * synchronous call on a hung mount would freeze the event loop.
  *
+ * Directories written by someone else — a Mountpoint Pod's comm dir, owned by an untrusted pod —
+ * are used only through a {@link DirHandle} ({@link Files.openDir}): every operation is relative to
+ * the open directory, takes a single name, never follows a symbolic link, reads regular files only
+ * and only a bounded number of bytes, never blocks, and writes through a new file that cannot be
+ * redirected (see `safe_dir.ts`).
+ *
  * @module
  */
+import type { DirHandle, WriteFileOptions } from "./dir_handle.ts";
+import { RealDir } from "./safe_dir.ts";
+
+export type {
+  DirHandle,
+  EntryKind,
+  EntryStat,
+  ReadFileOptions,
+  WriteFileOptions,
+} from "./dir_handle.ts";
+export { UnsafeEntryError } from "./dir_handle.ts";
 
 /** What {@link Files.stat} reports. */
 export interface FileStat {
@@ -17,16 +34,6 @@ export interface FileStat {
   readonly isFile: boolean;
   /** Permission bits (`mode & 0o7777`), when known. */
   readonly mode: number | undefined;
-}
-
-/** Options of {@link Files.writeFile}. */
-export interface WriteFileOptions {
-  /** Permission bits of the new file. @default 0o600 */
-  readonly mode?: number;
-  /** Owner of the file (chown after writing, before the rename). */
-  readonly uid?: number;
-  /** Group of the file. */
-  readonly gid?: number;
 }
 
 /** File-system operations. */
@@ -45,6 +52,19 @@ export interface Files {
   readDir(path: string): Promise<string[]>;
   /** Change owner. */
   chown(path: string, uid: number, gid: number): Promise<void>;
+  /** Change permission bits. */
+  chmod(path: string, mode: number): Promise<void>;
+  /**
+   * Open the directory `path` (its last component must not be a symbolic link) for the safe
+   * operations of {@link DirHandle}; undefined when it does not exist.
+   * @throws {UnsafeEntryError} when it is not a directory or is on a FUSE file system
+   */
+  openDir(path: string): Promise<DirHandle | undefined>;
+  /**
+   * Open and close the directory `path`: a round trip to its FUSE server when it is a FUSE mount
+   * (`OPENDIR`), which the kernel's attribute cache cannot answer for a dead server.
+   */
+  touchDir(path: string): Promise<void>;
 }
 
 function notFound(err: unknown): boolean {
@@ -127,5 +147,18 @@ export class RealFiles implements Files {
   /** {@inheritDoc Files.chown} */
   chown(path: string, uid: number, gid: number): Promise<void> {
     return Deno.chown(path, uid, gid);
+  }
+  /** {@inheritDoc Files.chmod} */
+  chmod(path: string, mode: number): Promise<void> {
+    return Deno.chmod(path, mode);
+  }
+  /** {@inheritDoc Files.openDir} */
+  openDir(path: string): Promise<DirHandle | undefined> {
+    return Promise.resolve().then(() => RealDir.open(path));
+  }
+  /** {@inheritDoc Files.touchDir} */
+  async touchDir(path: string): Promise<void> {
+    const dir = await Deno.open(path, { read: true });
+    dir.close();
   }
 }

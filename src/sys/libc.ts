@@ -20,6 +20,15 @@ export const LIBC_NAME = "libc.so.6";
 
 const SYMBOLS = {
   open: { parameters: ["buffer", "i32", "u32"], result: "i32" },
+  openat: { parameters: ["i32", "buffer", "i32", "u32"], result: "i32" },
+  statx: { parameters: ["i32", "buffer", "i32", "u32", "buffer"], result: "i32" },
+  fstatfs: { parameters: ["i32", "buffer"], result: "i32" },
+  fchmod: { parameters: ["i32", "u32"], result: "i32" },
+  fchown: { parameters: ["i32", "u32", "u32"], result: "i32" },
+  mkdirat: { parameters: ["i32", "buffer", "u32"], result: "i32" },
+  unlinkat: { parameters: ["i32", "buffer", "i32"], result: "i32" },
+  renameat: { parameters: ["i32", "buffer", "i32", "buffer"], result: "i32" },
+  pread: { parameters: ["i32", "buffer", "usize", "i64"], result: "isize" },
   close: { parameters: ["i32"], result: "i32" },
   read: { parameters: ["i32", "buffer", "usize"], result: "isize" },
   write: { parameters: ["i32", "buffer", "usize"], result: "isize" },
@@ -73,6 +82,46 @@ export const O_CLOEXEC = 0o2000000;
 export const O_DIRECTORY = 0o200000;
 /** `O_PATH`: a handle on a path, for `/proc/self/fd/<n>/…` resolution. */
 export const O_PATH = 0o10000000;
+/** `O_CREAT`. */
+export const O_CREAT = 0o100;
+/** `O_EXCL`. */
+export const O_EXCL = 0o200;
+/** `O_NOCTTY`. */
+export const O_NOCTTY = 0o400;
+/** `O_NOFOLLOW`: fail with `ELOOP` when the last component is a symbolic link. */
+export const O_NOFOLLOW = 0o400000;
+
+// *at(2)
+/** `AT_FDCWD`. */
+export const AT_FDCWD = -100;
+/** `AT_SYMLINK_NOFOLLOW`. */
+export const AT_SYMLINK_NOFOLLOW = 0x100;
+/** `AT_REMOVEDIR` (unlinkat). */
+export const AT_REMOVEDIR = 0x200;
+/** `AT_EMPTY_PATH`: operate on the dirfd itself. */
+export const AT_EMPTY_PATH = 0x1000;
+/** `STATX_BASIC_STATS`. */
+export const STATX_BASIC_STATS = 0x7ff;
+
+// file types (st_mode & S_IFMT)
+/** `S_IFMT`. */
+export const S_IFMT = 0o170000;
+/** `S_IFREG`. */
+export const S_IFREG = 0o100000;
+/** `S_IFDIR`. */
+export const S_IFDIR = 0o040000;
+/** `S_IFLNK`. */
+export const S_IFLNK = 0o120000;
+/** `S_IFIFO`. */
+export const S_IFIFO = 0o010000;
+/** `S_IFSOCK`. */
+export const S_IFSOCK = 0o140000;
+/** `S_IFCHR`. */
+export const S_IFCHR = 0o020000;
+/** `S_IFBLK`. */
+export const S_IFBLK = 0o060000;
+/** statfs `f_type` of FUSE file systems. */
+export const FUSE_SUPER_MAGIC = 0x65735546;
 
 // mount(2) and umount2(2)
 /** `MS_RDONLY`. */
