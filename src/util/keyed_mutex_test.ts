@@ -40,3 +40,25 @@ Deno.test("KeyedMutex releases on error and ignores a double release", async () 
   assert.equal(await m.run("k", () => 7), 7);
   assert.equal(m.size, 0);
 });
+
+Deno.test("KeyedMutex: a waiter whose signal aborts leaves the queue without blocking the others", async () => {
+  const m = new KeyedMutex();
+  const order: string[] = [];
+  let releaseFirst!: () => void;
+  const first = m.run(
+    "k",
+    () => new Promise<void>((r) => (releaseFirst = r)).then(() => order.push("1")),
+  );
+  const ac = new AbortController();
+  const second = m.run("k", () => order.push("2"), ac.signal);
+  const third = m.run("k", () => order.push("3"));
+  const reason = new Error("deadline");
+  ac.abort(reason);
+  await assert.rejects(second, (e) => e === reason);
+  releaseFirst();
+  await Promise.all([first, third]);
+  assert.deepEqual(order, ["1", "3"]);
+  assert.equal(m.size, 0);
+  await assert.rejects(m.run("k", () => 1, ac.signal), (e) => e === reason);
+  assert.equal(m.size, 0);
+});
