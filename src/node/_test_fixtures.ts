@@ -14,7 +14,10 @@ import { type MountMessage, parseMountMessage } from "../mppod/mount_message.ts"
 import { FakeFiles } from "../sys/fake_files.ts";
 import { FakeSys } from "../sys/fake_sys.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
+import { HealthChecker } from "./health.ts";
+import { NO_METRICS, type NodeMetrics } from "./metrics.ts";
 import { MountpointPods } from "./mountpoint_pods.ts";
+import { NodeService } from "./node_service.ts";
 import { Publisher, type PublisherOptions } from "./publisher.ts";
 
 /** Kubelet root of the fixtures. */
@@ -29,7 +32,10 @@ export interface World extends AsyncDisposable {
   files: FakeFiles;
   pods: MountpointPods;
   locks: KeyedMutex;
+  health: HealthChecker;
   publisher: Publisher;
+  /** A NodeService on this world. */
+  service(metrics?: NodeMetrics): NodeService;
   /** Messages the fake mounters received, by pod name. */
   received: Map<string, MountMessage[]>;
   addMountpointPod(name: string, phase?: string): Promise<string>;
@@ -48,6 +54,7 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
   const sys = new FakeSys();
   const files = new FakeFiles();
   const locks = new KeyedMutex();
+  const health = new HealthChecker(files, { timeoutMs: 200 });
   const pods = new MountpointPods(kube, { nodeName: NODE, namespace: "mount-s3" });
   const stop = new AbortController();
   const running = pods.run(stop.signal);
@@ -59,6 +66,7 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
     files,
     pods,
     locks,
+    health,
     kubeletRoot: ROOT,
     env: (n) => DRIVER_ENV[n],
     endpoint: "http://s3.local:9000",
@@ -73,7 +81,19 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
     files,
     pods,
     locks,
+    health,
     publisher,
+    service: (metrics = NO_METRICS) =>
+      new NodeService({
+        nodeId: NODE,
+        kubeletRoot: ROOT,
+        publisher,
+        sys,
+        files,
+        pods,
+        health,
+        metrics,
+      }),
     received,
     async addMountpointPod(name, phase = "Running") {
       const pod = await kube.create<KubeObject>(PODS, {
@@ -87,6 +107,7 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
       const comm = hostCommDir(ROOT, uid);
       files.addDir(comm);
       const listener = await sys.listenUnix(`${comm}/${MOUNT_SOCK}`);
+      files.plant(`${comm}/${MOUNT_SOCK}`, { kind: "socket" });
       // A fake mounter: accept connections and record messages until disposed.
       serving.push((async () => {
         while (!stop.signal.aborted) {

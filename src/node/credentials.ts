@@ -9,7 +9,9 @@
  *
  * Credentials reach the engine as an AWS shared-credentials profile written into the Mountpoint
  * Pod's comm dir (files 0600, owned by the pod's user); only the file paths travel in the mount
- * message's environment.
+ * message's environment. The comm dir belongs to an untrusted pod, so the files are written and
+ * removed only through a {@link DirHandle} ({@link writeCredentials}, {@link removeCredentials}):
+ * a planted link cannot redirect them to the host or to another pod's volume.
  *
  * @module
  */
@@ -17,6 +19,7 @@ import { failedPrecondition, invalidArgument } from "../csi/errors.ts";
 import { SECRET_KEYS } from "../csi/secret_keys.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
 import { COMM_DIR, CREDENTIALS_DIR } from "../mppod/paths.ts";
+import { type DirHandle, UnsafeEntryError } from "../sys/files.ts";
 
 /** Profile name written in the credential files. */
 export const PROFILE_NAME = "s3-csi";
@@ -148,4 +151,46 @@ export function credentialsEnv(commDir: string = COMM_DIR): string[] {
     `AWS_PROFILE=${PROFILE_NAME}`,
     `AWS_SHARED_CREDENTIALS_FILE=${dir}/${CREDENTIALS_FILE}`,
   ];
+}
+
+/**
+ * Write the credential files into the comm dir's `credentials/` (created 0700 and owned by the
+ * pod's user, through its descriptor), each 0600 and owned by the pod's user.
+ * @throws {UnsafeEntryError} when the pod put something other than a directory there
+ */
+export async function writeCredentials(
+  comm: DirHandle,
+  creds: S3Credentials,
+  user: { uid: number; gid: number },
+): Promise<void> {
+  using dir = (await comm.subdir(CREDENTIALS_DIR, { create: { mode: 0o700 } }))!;
+  await dir.setOwner(user.uid, user.gid, 0o700);
+  const opts = { mode: 0o600, uid: user.uid, gid: user.gid };
+  await dir.writeFile(CREDENTIALS_FILE, credentialsFileText(creds), opts);
+  await dir.writeFile(CONFIG_FILE, configFileText(), opts);
+}
+
+/**
+ * Remove the credential files and their directory from the comm dir, never following a link: a
+ * link or file planted in place of the directory is removed itself; entries the pod added are
+ * removed too (they are in its own volume); a subdirectory it added keeps the directory. Returns
+ * whether anything was there.
+ */
+export async function removeCredentials(comm: DirHandle): Promise<boolean> {
+  let dir: DirHandle | undefined;
+  try {
+    dir = await comm.subdir(CREDENTIALS_DIR);
+  } catch (err) {
+    if (!(err instanceof UnsafeEntryError)) throw err;
+    return await comm.remove(CREDENTIALS_DIR);
+  }
+  if (!dir) return false;
+  try {
+    for (const name of await dir.list()) {
+      await dir.remove(name).catch(() => false); // a subdirectory stays
+    }
+  } finally {
+    dir.close();
+  }
+  return await comm.remove(CREDENTIALS_DIR, { directory: true }).catch(() => true);
 }

@@ -1,6 +1,7 @@
 /**
- * Is a mount alive? An async `stat` of its root, then an open of it, bounded: a dead FUSE server
- * answers `ENOTCONN`; a hung one never answers, which also counts as unhealthy after the timeout.
+ * Is a mount alive? {@link HealthChecker} stats its root, then opens it ({@link Files.touchDir}),
+ * bounded by a timeout: a dead FUSE server answers `ENOTCONN`; a hung one never answers, which
+ * counts as unhealthy after the timeout.
  *
  * The `stat` alone is not enough: the kernel answers it from its attribute cache, so a mount whose
  * engine was killed still "stats" fine for as long as the engine's attribute timeout (seen: a
@@ -8,50 +9,106 @@
  * Opening the directory is always a round trip to the FUSE server (`OPENDIR`), and a cheap one: no
  * listing, no S3 request.
  *
+ * Thread use is bounded. Each probe is an async file-system call that holds one of the runtime's
+ * blocking threads until the kernel answers — forever on a hung mount. So at most one probe per
+ * FUSE connection (the `key`, its device number: a source and all its bind mounts share it) is
+ * ever in flight: concurrent checks share it, and once it has outlived the timeout every later
+ * check answers "hung" at once without starting another. A global cap bounds the rest.
+ *
  * @module
  */
-import { type Files, RealFiles } from "../sys/files.ts";
+import type { Files } from "../sys/files.ts";
 import { errorMessage } from "../util/errors.ts";
 
-/** Result of {@link checkMountHealth}. */
+/** Result of a health check. */
 export type MountHealth = { readonly ok: true } | { readonly ok: false; readonly problem: string };
 
-/** Open and close a directory: one round trip to its FUSE server. */
-export async function openDirRoundTrip(path: string): Promise<void> {
-  const dir = await Deno.open(path, { read: true });
-  dir.close();
+/** Options of {@link HealthChecker}. */
+export interface HealthCheckerOptions {
+  /** How long a check waits for the probe. @default 3000 */
+  readonly timeoutMs?: number;
+  /** Probes in flight at once, over all mounts. @default 64 */
+  readonly maxInFlight?: number;
 }
 
-/**
- * Stat `path`, then open it (`roundTrip`), within `timeoutMs`. The round trip defaults to
- * {@link openDirRoundTrip} on the real file system and to none on fakes.
- */
-export async function checkMountHealth(
-  files: Files,
-  path: string,
-  timeoutMs: number,
-  roundTrip: ((path: string) => Promise<void>) | undefined = files instanceof RealFiles
-    ? openDirRoundTrip
-    : undefined,
-): Promise<MountHealth> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const check = files.stat(path).then(async (s) => {
-    if (!s) return "missing" as const;
-    if (s.isDirectory) await roundTrip?.(path);
-    return "ok" as const;
-  });
-  try {
-    const result = await Promise.race([
-      check,
-      new Promise<"hung">((resolve) => (timer = setTimeout(() => resolve("hung"), timeoutMs))),
-    ]);
-    if (result === "ok") return { ok: true };
-    if (result === "missing") return { ok: false, problem: `"${path}" does not exist` };
-    check.catch(() => {});
-    return { ok: false, problem: `"${path}" did not answer within ${timeoutMs} ms (hung)` };
-  } catch (err) {
-    return { ok: false, problem: errorMessage(err) };
-  } finally {
-    clearTimeout(timer);
+interface Probe {
+  readonly started: number;
+  readonly result: Promise<MountHealth>;
+}
+
+/** Bounded, shared health checks of mounts. */
+export class HealthChecker {
+  readonly #files: Files;
+  readonly #timeoutMs: number;
+  readonly #max: number;
+  readonly #inFlight = new Map<string, Probe>();
+
+  /** Create a checker on `files`. */
+  constructor(files: Files, options: HealthCheckerOptions = {}) {
+    this.#files = files;
+    this.#timeoutMs = options.timeoutMs ?? 3000;
+    this.#max = options.maxInFlight ?? 64;
   }
+
+  /** Probes in flight (each holds at most one blocking thread). */
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  /**
+   * Check the mount at `path`. `key` names its FUSE connection (the mount's `majorMinor`); paths
+   * with the same key share one probe. Never rejects.
+   */
+  async check(path: string, key: string = path, signal?: AbortSignal): Promise<MountHealth> {
+    let probe = this.#inFlight.get(key);
+    if (probe && performance.now() - probe.started >= this.#timeoutMs) {
+      return hung(path, performance.now() - probe.started);
+    }
+    if (!probe) {
+      if (this.#inFlight.size >= this.#max) {
+        return {
+          ok: false,
+          problem: `"${path}" was not checked: ${this.#max} other mounts do not answer`,
+        };
+      }
+      probe = { started: performance.now(), result: this.#probe(path) };
+      const mine = probe;
+      this.#inFlight.set(key, mine);
+      void mine.result.finally(() => {
+        if (this.#inFlight.get(key) === mine) this.#inFlight.delete(key);
+      });
+    }
+    const remaining = Math.max(0, this.#timeoutMs - (performance.now() - probe.started));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let onAbort: (() => void) | undefined;
+    const started = probe.started;
+    try {
+      return await Promise.race([
+        probe.result,
+        new Promise<MountHealth>((resolve) => {
+          timer = setTimeout(() => resolve(hung(path, performance.now() - started)), remaining);
+          onAbort = () => resolve({ ok: false, problem: `check of "${path}" cancelled` });
+          signal?.addEventListener("abort", onAbort, { once: true });
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  async #probe(path: string): Promise<MountHealth> {
+    try {
+      const s = await this.#files.stat(path);
+      if (!s) return { ok: false, problem: `"${path}" does not exist` };
+      if (s.isDirectory) await this.#files.touchDir(path);
+      return { ok: true };
+    } catch (err) {
+      return { ok: false, problem: errorMessage(err) };
+    }
+  }
+}
+
+function hung(path: string, ms: number): MountHealth {
+  return { ok: false, problem: `"${path}" did not answer within ${Math.round(ms)} ms (hung)` };
 }

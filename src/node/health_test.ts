@@ -1,27 +1,66 @@
 import assert from "node:assert/strict";
+import { SysError } from "../sys/errno.ts";
 import { FakeFiles } from "../sys/fake_files.ts";
-import { checkMountHealth } from "./health.ts";
+import { HealthChecker } from "./health.ts";
 
-const notConnected = () => Promise.reject(new Error("Transport endpoint is not connected"));
-
-Deno.test("checkMountHealth: a stat answered from cache does not hide a dead FUSE server", async () => {
+Deno.test("HealthChecker: a stat answered from cache does not hide a dead FUSE server", async () => {
   const files = new FakeFiles();
   files.addDir("/mnt/t");
-  assert.deepEqual(await checkMountHealth(files, "/mnt/t", 1000, () => Promise.resolve()), {
-    ok: true,
-  });
-  const dead = await checkMountHealth(files, "/mnt/t", 1000, notConnected);
-  assert.equal(dead.ok, false);
+  const health = new HealthChecker(files, { timeoutMs: 1000 });
+  assert.deepEqual(await health.check("/mnt/t"), { ok: true });
+  files.failStat("/mnt/t", new SysError(107, "open", { path: "/mnt/t" }));
+  const dead = await health.check("/mnt/t");
   assert.match(dead.ok ? "" : dead.problem, /not connected/);
+  const missing = await health.check("/mnt/x");
+  assert.match(missing.ok ? "" : missing.problem, /does not exist/);
 });
 
-Deno.test("checkMountHealth: a round trip that never answers is hung; missing is missing", async () => {
+Deno.test("HealthChecker: checks of a hung mount share one probe, then answer at once", async () => {
   const files = new FakeFiles();
-  files.addDir("/mnt/t");
-  const hung = await checkMountHealth(files, "/mnt/t", 20, () => new Promise(() => {}));
-  assert.match(hung.ok ? "" : hung.problem, /did not answer within 20 ms/);
-  const missing = await checkMountHealth(files, "/mnt/x", 20, notConnected);
-  assert.match(missing.ok ? "" : missing.problem, /does not exist/);
-  // Fakes get no real round trip by default.
-  assert.deepEqual(await checkMountHealth(files, "/mnt/t", 20), { ok: true });
+  files.addDir("/src");
+  files.addDir("/target-a");
+  files.addDir("/target-b");
+  files.hang("/src");
+  files.hang("/target-a");
+  files.hang("/target-b");
+  const health = new HealthChecker(files, { timeoutMs: 30 });
+  // Concurrent checks of one connection (key "0:42"): a single probe.
+  const first = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => health.check(i % 2 ? "/target-a" : "/src", "0:42")),
+  );
+  assert.ok(first.every((r) => !r.ok && /hung/.test(r.problem)));
+  assert.equal(health.inFlight, 1);
+  // After the timeout: answered without waiting and without another probe.
+  const t0 = performance.now();
+  for (let i = 0; i < 50; i++) assert.equal((await health.check("/target-b", "0:42")).ok, false);
+  assert.ok(performance.now() - t0 < 1000);
+  const probes = [...files.probes.values()].reduce((a, b) => a + b, 0);
+  assert.equal(probes, 1, "one stat in flight for the connection, never more");
+  assert.equal(health.inFlight, 1);
+});
+
+Deno.test("HealthChecker: the cap on probes in flight holds across mounts", async () => {
+  const files = new FakeFiles();
+  for (let i = 0; i < 5; i++) {
+    files.addDir(`/m${i}`);
+    files.hang(`/m${i}`);
+  }
+  const health = new HealthChecker(files, { timeoutMs: 10, maxInFlight: 3 });
+  const results = await Promise.all([0, 1, 2, 3, 4].map((i) => health.check(`/m${i}`)));
+  assert.equal(health.inFlight, 3);
+  assert.match(results[4]!.ok ? "" : results[4]!.problem, /3 other mounts do not answer/);
+});
+
+Deno.test("HealthChecker: a probe that ends frees its slot; the next check probes again", async () => {
+  const files = new FakeFiles();
+  files.addDir("/m");
+  files.hang("/m");
+  const health = new HealthChecker(files, { timeoutMs: 10 });
+  assert.equal((await health.check("/m")).ok, false);
+  assert.equal(health.inFlight, 1);
+  files.hang("/m", false); // the connection is aborted: the stuck stat fails with ENOTCONN
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(health.inFlight, 0);
+  assert.deepEqual(await health.check("/m"), { ok: true });
+  assert.equal(files.probes.get("/m"), 3); // stat (stuck), then stat + open
 });

@@ -145,6 +145,11 @@ export class MountpointPods {
     return Promise.all([this.#s3pas.run(signal), this.#pods.run(signal)]).then(() => {});
   }
 
+  /** Both caches have been filled once (from then on they are kept current). */
+  get synced(): boolean {
+    return this.#s3pas.hasSynced && this.#pods.hasSynced;
+  }
+
   /** Resolve once both caches are filled. */
   async waitForSync(timeoutMs: number, signal?: AbortSignal): Promise<void> {
     await this.#s3pas.waitForSync(timeoutMs, signal);

@@ -1,11 +1,16 @@
 /**
  * CSI Node service: NodeGetInfo, NodeGetCapabilities (VOLUME_MOUNT_GROUP, GET_VOLUME_STATS,
  * VOLUME_CONDITION), NodePublishVolume, NodeUnpublishVolume and NodeGetVolumeStats. Requests are
- * validated first (`publish_request.ts`); the mount work is done by {@link Publisher}. No
- * staging: S3 buckets need no per-node device step.
+ * validated completely first (`publish_request.ts`: nothing is touched for a bad request); the
+ * mount work is done by {@link Publisher}, under the call's {@link CallContext} (its signal stops
+ * every wait at the kubelet's deadline). No staging: S3 buckets need no per-node device step.
+ *
+ * Unpublish, stats and the publish of an already mounted target need no Kubernetes API: they work
+ * while the API server is down.
  *
  * @module
  */
+import type { CallContext } from "../csi/call_context.ts";
 import type {
   NodeGetCapabilitiesResponse,
   NodeGetInfoResponse,
@@ -22,7 +27,8 @@ import { codeName, CsiError } from "../csi/errors.ts";
 import type { Files } from "../sys/files.ts";
 import type { Sys } from "../sys/sys.ts";
 import { logger } from "../util/log.ts";
-import { NO_METRICS, type NodeMetrics } from "./metrics.ts";
+import type { HealthChecker } from "./health.ts";
+import type { NodeMetrics } from "./metrics.ts";
 import type { MountpointPods } from "./mountpoint_pods.ts";
 import { checkTargetPath, checkVolumeId, validatePublish } from "./publish_request.ts";
 import type { Publisher } from "./publisher.ts";
@@ -35,40 +41,42 @@ export const NODE_CAPABILITIES: readonly NodeServiceCapability_RPC_Type[] = [
   "VOLUME_CONDITION",
 ];
 
-/** Options of {@link NodeService}. */
-export interface NodeServiceOptions {
+/** What {@link NodeService} needs; all of it. */
+export interface NodeServiceDeps {
   /** This node's name (`--node-id`). */
   readonly nodeId: string;
   /** Kubelet root dir. */
-  readonly kubeletRoot?: string;
-  /** Mount work; publish RPCs answer Unavailable without it. */
-  readonly publisher?: Publisher;
-  readonly sys?: Sys;
-  readonly files?: Files;
-  readonly pods?: MountpointPods;
-  readonly metrics?: NodeMetrics;
-  /** Health-check stat timeout. @default 3000 */
-  readonly healthMs?: number;
+  readonly kubeletRoot: string;
+  /** Publish and unpublish work. */
+  readonly publisher: Publisher;
+  readonly sys: Sys;
+  readonly files: Files;
+  readonly pods: MountpointPods;
+  /** Health checks of mounts (shared, bounded). */
+  readonly health: HealthChecker;
+  readonly metrics: NodeMetrics;
 }
 
 const log = logger("node", "service");
 
-function resultOf(err: unknown): string {
-  return err instanceof CsiError ? codeName(err.code) : "INTERNAL";
+function resultOf(err: unknown, context?: CallContext): string {
+  if (err instanceof CsiError) return codeName(err.code);
+  if (context?.signal.aborted) return "CANCELLED";
+  return "INTERNAL";
 }
 
 /** The CSI Node service of the node plugin. */
 export class NodeService implements Partial<NodeHandlers> {
-  readonly #o: NodeServiceOptions;
+  readonly #d: NodeServiceDeps;
 
   /** Create the service. */
-  constructor(options: NodeServiceOptions) {
-    this.#o = options;
+  constructor(deps: NodeServiceDeps) {
+    this.#d = deps;
   }
 
   /** The node id; no topology and no volume limit (S3 volumes are not attached). */
   nodeGetInfo(): Promise<NodeGetInfoResponse> {
-    return Promise.resolve({ nodeId: this.#o.nodeId });
+    return Promise.resolve({ nodeId: this.#d.nodeId });
   }
 
   /** Capabilities offered by this build. */
@@ -78,22 +86,16 @@ export class NodeService implements Partial<NodeHandlers> {
     });
   }
 
-  #deps() {
-    const { publisher, sys, files, pods, kubeletRoot } = this.#o;
-    if (!publisher || !sys || !files || !pods || !kubeletRoot) {
-      throw new Error("NodeService was created without its mount dependencies");
-    }
-    return { publisher, sys, files, pods, kubeletRoot };
-  }
-
   /** Mount the bucket on the target path (see `publisher.ts`). */
-  async nodePublishVolume(req: NodePublishVolumeRequest): Promise<NodePublishVolumeResponse> {
+  async nodePublishVolume(
+    req: NodePublishVolumeRequest,
+    context?: CallContext,
+  ): Promise<NodePublishVolumeResponse> {
     const t0 = performance.now();
-    const metrics = this.#o.metrics ?? NO_METRICS;
+    const { publisher, kubeletRoot, metrics } = this.#d;
     try {
-      const { publisher, kubeletRoot } = this.#deps();
       const params = validatePublish(req, kubeletRoot);
-      const outcome = await publisher.publish(params, req.secrets);
+      const outcome = await publisher.publish(params, req.secrets, context?.signal);
       log.info("Published volume {volumeId} on {target} ({outcome})", {
         volumeId: params.volumeId,
         target: params.targetPath,
@@ -103,20 +105,22 @@ export class NodeService implements Partial<NodeHandlers> {
       metrics.observePublish("OK", (performance.now() - t0) / 1000);
       return {};
     } catch (err) {
-      metrics.observePublish(resultOf(err), (performance.now() - t0) / 1000);
+      metrics.observePublish(resultOf(err, context), (performance.now() - t0) / 1000);
       throw err;
     }
   }
 
-  /** Unmount and remove the target; idempotent. */
-  async nodeUnpublishVolume(req: NodeUnpublishVolumeRequest): Promise<NodeUnpublishVolumeResponse> {
+  /** Unmount and remove the target; idempotent; needs no Kubernetes API. */
+  async nodeUnpublishVolume(
+    req: NodeUnpublishVolumeRequest,
+    context?: CallContext,
+  ): Promise<NodeUnpublishVolumeResponse> {
     const t0 = performance.now();
-    const metrics = this.#o.metrics ?? NO_METRICS;
+    const { publisher, kubeletRoot, metrics } = this.#d;
     try {
-      const { publisher, kubeletRoot } = this.#deps();
       const volumeId = checkVolumeId(req.volumeId);
       checkTargetPath(kubeletRoot, req.targetPath);
-      const result = await publisher.unpublish(req.targetPath!);
+      const result = await publisher.unpublish(req.targetPath!, context?.signal);
       log.info("Unpublished volume {volumeId} from {target} ({result})", {
         volumeId,
         target: req.targetPath,
@@ -125,19 +129,23 @@ export class NodeService implements Partial<NodeHandlers> {
       metrics.observeUnpublish("OK", (performance.now() - t0) / 1000);
       return {};
     } catch (err) {
-      metrics.observeUnpublish(resultOf(err), (performance.now() - t0) / 1000);
+      metrics.observeUnpublish(resultOf(err, context), (performance.now() - t0) / 1000);
       throw err;
     }
   }
 
   /** Health of a published volume (`VolumeCondition`). */
-  nodeGetVolumeStats(req: NodeGetVolumeStatsRequest): Promise<NodeGetVolumeStatsResponse> {
-    const { sys, files, pods, kubeletRoot } = this.#deps();
+  async nodeGetVolumeStats(
+    req: NodeGetVolumeStatsRequest,
+    context?: CallContext,
+  ): Promise<NodeGetVolumeStatsResponse> {
+    const { sys, files, pods, health, kubeletRoot } = this.#d;
     checkVolumeId(req.volumeId);
     checkTargetPath(kubeletRoot, req.volumePath, "Volume path");
-    return volumeStats(
-      { sys, files, pods, kubeletRoot, healthMs: this.#o.healthMs ?? 3000 },
+    return await volumeStats(
+      { sys, files, pods, health, kubeletRoot },
       req.volumePath!,
+      context?.signal,
     );
   }
 }

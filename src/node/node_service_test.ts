@@ -1,17 +1,16 @@
 import assert from "node:assert/strict";
 import { CsiError } from "../csi/errors.ts";
 import { SysError } from "../sys/errno.ts";
-import { NodeService } from "./node_service.ts";
-import { ROOT, world } from "./_test_fixtures.ts";
+import { world } from "./_test_fixtures.ts";
 
 Deno.test("NodeService.nodeGetInfo() returns the node id without topology", async () => {
-  assert.deepEqual(await new NodeService({ nodeId: "worker-1" }).nodeGetInfo(), {
-    nodeId: "worker-1",
-  });
+  await using w = await world();
+  assert.deepEqual(await w.service().nodeGetInfo(), { nodeId: "node-1" });
 });
 
 Deno.test("NodeService.nodeGetCapabilities() offers mount group, stats and condition", async () => {
-  const caps = await new NodeService({ nodeId: "n" }).nodeGetCapabilities();
+  await using w = await world();
+  const caps = await w.service().nodeGetCapabilities();
   assert.deepEqual(caps.capabilities?.map((c) => c.rpc?.type), [
     "VOLUME_MOUNT_GROUP",
     "GET_VOLUME_STATS",
@@ -22,17 +21,9 @@ Deno.test("NodeService.nodeGetCapabilities() offers mount group, stats and condi
 Deno.test("NodeService publish, stats (healthy, dead, not mounted), unpublish", async () => {
   await using w = await world();
   const observed: string[] = [];
-  const svc = new NodeService({
-    nodeId: "node-1",
-    kubeletRoot: ROOT,
-    publisher: w.publisher,
-    sys: w.sys,
-    files: w.files,
-    pods: w.pods,
-    metrics: {
-      observePublish: (r) => observed.push(`publish:${r}`),
-      observeUnpublish: (r) => observed.push(`unpublish:${r}`),
-    },
+  const svc = w.service({
+    observePublish: (r) => observed.push(`publish:${r}`),
+    observeUnpublish: (r) => observed.push(`unpublish:${r}`),
   });
   await w.addMountpointPod("mp-1");
   await w.assign("pv-1", "mp-1", ["uid-a"]);

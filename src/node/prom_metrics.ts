@@ -7,10 +7,9 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { sourceMountRoot } from "../mppod/paths.ts";
-import type { Files } from "../sys/files.ts";
 import type { Sys } from "../sys/sys.ts";
 import { logger } from "../util/log.ts";
-import { checkMountHealth } from "./health.ts";
+import type { HealthChecker } from "./health.ts";
 import type { NodeMetrics } from "./metrics.ts";
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -22,12 +21,14 @@ export interface MountCounts {
   readonly unhealthy: number;
 }
 
-/** Count our source mounts, their bind mounts and the dead sources. */
+/**
+ * Count our source mounts, their bind mounts and the dead sources (through the shared
+ * {@link HealthChecker}: a hung mount costs one blocked probe, however often it is scraped).
+ */
 export async function countMounts(
   sys: Sys,
-  files: Files,
+  health: HealthChecker,
   kubeletRoot: string,
-  healthMs = 1000,
 ): Promise<MountCounts> {
   const mounts = await sys.readMountInfo();
   const root = `${sourceMountRoot(kubeletRoot)}/`;
@@ -36,10 +37,8 @@ export async function countMounts(
   );
   const devices = new Set(sources.map((m) => m.majorMinor));
   const binds = mounts.filter((m) => devices.has(m.majorMinor) && !m.mountPoint.startsWith(root));
-  let unhealthy = 0;
-  for (const s of sources) {
-    if (!(await checkMountHealth(files, s.mountPoint, healthMs)).ok) unhealthy++;
-  }
+  const results = await Promise.all(sources.map((s) => health.check(s.mountPoint, s.majorMinor)));
+  const unhealthy = results.filter((r) => !r.ok).length;
   return { sources: sources.length, binds: binds.length, unhealthy };
 }
 
@@ -62,9 +61,9 @@ export class PromNodeMetrics implements NodeMetrics {
   });
 
   /** Create metrics; the mount gauges read the mount table at scrape time. */
-  constructor(deps: { sys: Sys; files: Files; kubeletRoot: string }) {
+  constructor(deps: { sys: Sys; health: HealthChecker; kubeletRoot: string }) {
     let last: Promise<MountCounts> | undefined;
-    const counts = () => (last ??= countMounts(deps.sys, deps.files, deps.kubeletRoot).finally(
+    const counts = () => (last ??= countMounts(deps.sys, deps.health, deps.kubeletRoot).finally(
       () => setTimeout(() => (last = undefined), 100),
     ));
     const gauge = (name: string, help: string, key: keyof MountCounts) =>

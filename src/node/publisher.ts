@@ -1,56 +1,59 @@
 /**
- * The mount work behind NodePublishVolume and NodeUnpublishVolume.
+ * The mount work behind NodePublishVolume and NodeUnpublishVolume. {@link Publisher.publish} is
+ * the plan; each numbered step is a method below.
  *
- * Publish: find the workload's Mountpoint Pod (watch-based waits), then under that pod's lock make
- * sure its FUSE **source mount** exists and is alive (open `/dev/fuse`, mount, write credentials,
- * send options + fd over `comm/mount.sock`, close our fd, wait for readiness, raise read-ahead),
- * and bind-mount it on the target (read-only binds keep `nosuid,nodev`). A dead source or target
- * (engine gone: `ENOTCONN`) is unmounted and made again, so a republish repairs a broken volume.
+ * Two locks, always taken in this order: the **target's** (publish and unpublish of one target
+ * never overlap; an unpublish also cancels a publish of the same target still in flight, so a late
+ * publish can never bind-mount after the unpublish returned) and the **Mountpoint Pod's** (shared
+ * with the unmounter, so one source mount is never made and unmade at once).
  *
- * Unpublish: unmount the target and remove the directory; idempotent. The source mount stays
- * until the controller marks its Mountpoint Pod `needs-unmount` (see `unmounter.ts`).
+ * Every wait is bounded by its own timeout and by the call's `signal` (the kubelet's deadline,
+ * cancel, disconnect); nothing is bind-mounted once the signal has aborted.
+ *
+ * The Mountpoint Pod is untrusted: its comm dir is used only through a `DirHandle` (no link
+ * followed, regular files only, nothing blocks), the mounter's socket is reached without
+ * following links, and what it reports is cut short for the workload's Events.
  *
  * @module
  */
-import { CsiError, failedPrecondition, internal } from "../csi/errors.ts";
+import {
+  CsiError,
+  deadlineExceeded,
+  failedPrecondition,
+  internal,
+  unavailable,
+} from "../csi/errors.ts";
 import { Code } from "../csi/errors.ts";
 import { encodeMountMessage, type MountMessage } from "../mppod/mount_message.ts";
-import {
-  CREDENTIALS_DIR,
-  hostCommDir,
-  MOUNT_ERROR,
-  MOUNT_SOCK,
-  sourceMountDir,
-} from "../mppod/paths.ts";
+import { MOUNT_ERROR, MOUNT_SOCK, sourceMountDir, sourceMountRoot } from "../mppod/paths.ts";
 import type { BucketProbe } from "../s3/bucket_probe.ts";
 import { isErrno } from "../sys/errno.ts";
-import type { Files } from "../sys/files.ts";
-import { findMount } from "../sys/mountinfo.ts";
-import type { Sys } from "../sys/sys.ts";
-import { errorMessage } from "../util/errors.ts";
-import type { KeyedMutex } from "../util/keyed_mutex.ts";
+import { type DirHandle, type Files, UnsafeEntryError } from "../sys/files.ts";
+import { findMount, type MountInfo } from "../sys/mountinfo.ts";
+import type { Sys, SysConn } from "../sys/sys.ts";
+import { sleep } from "../util/sleep.ts";
+import { errorMessage, TimeoutError } from "../util/errors.ts";
+import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
+import { openCommDir, readMountError, reportForLog, shortMessage } from "./comm_dir.ts";
 import {
-  CONFIG_FILE,
-  configFileText,
-  CREDENTIALS_FILE,
   credentialsEnv,
-  credentialsFileText,
+  removeCredentials,
   resolveCredentials,
   type S3Credentials,
+  writeCredentials,
 } from "./credentials.ts";
-import { checkMountHealth } from "./health.ts";
+import type { HealthChecker } from "./health.ts";
 import { renderArgs } from "./mount_options.ts";
 import { type MountpointPod, type MountpointPods, podUser } from "./mountpoint_pods.ts";
 import type { PublishParams } from "./publish_request.ts";
-import { sleep } from "../util/sleep.ts";
 
 const log = logger("node", "publisher");
 
-/** Timeouts of the publish steps, in milliseconds. */
+/** Timeouts of the publish steps, in milliseconds (the call's deadline may end them sooner). */
 export interface PublishTimeouts {
-  /** Waiting for the S3PA assignment. */
+  /** Waiting for the S3PA assignment (and for the API caches after a start). */
   readonly attachmentMs: number;
   /** Waiting for the Mountpoint Pod to be Running. */
   readonly podRunningMs: number;
@@ -60,8 +63,6 @@ export interface PublishTimeouts {
   readonly readyMs: number;
   /** The bucket probe. */
   readonly probeMs: number;
-  /** A health stat of an existing mount. */
-  readonly healthMs: number;
 }
 
 /** Defaults for {@link PublishTimeouts}. */
@@ -71,15 +72,19 @@ export const DEFAULT_TIMEOUTS: PublishTimeouts = {
   connectMs: 30_000,
   readyMs: 30_000,
   probeMs: 10_000,
-  healthMs: 3_000,
 };
+
+/** Mode of the source mount root and of each source dir: only root reaches bucket data there. */
+export const SOURCE_DIR_MODE = 0o700;
 
 /** Everything the publisher needs. */
 export interface PublisherOptions {
   readonly sys: Sys;
   readonly files: Files;
   readonly pods: MountpointPods;
+  /** Per-Mountpoint-Pod locks, shared with the unmounter. */
   readonly locks: KeyedMutex;
+  readonly health: HealthChecker;
   /** Bucket check before a new source mount; skipped when undefined. */
   readonly probe?: BucketProbe | undefined;
   /** Kubelet root dir. */
@@ -98,10 +103,20 @@ export interface PublisherOptions {
 /** What a publish did. */
 export type PublishOutcome = "already-published" | "bind" | "source-and-bind";
 
+/** Reason given to a publish cancelled by an unpublish of its target. */
+export class SupersededError extends Error {
+  override name = "SupersededError";
+}
+
+const NEVER = new AbortController().signal;
+
 /** The publish/unpublish work of one node. */
 export class Publisher {
   readonly #o: PublisherOptions;
   readonly #t: PublishTimeouts;
+  readonly #targets = new KeyedMutex();
+  /** Publishes in flight by target, so an unpublish can cancel them. */
+  readonly #publishing = new Map<string, Set<AbortController>>();
 
   /** Create a publisher. */
   constructor(options: PublisherOptions) {
@@ -109,32 +124,82 @@ export class Publisher {
     this.#t = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
   }
 
-  /** Publish a validated request. @throws {CsiError} */
+  /**
+   * Publish a validated request:
+   *
+   * 1. Resolve the credentials (nothing is touched when they are wrong).
+   * 2. Take the target's lock; a target already mounted and answering is done (no API needed).
+   * 3. Find the workload's Mountpoint Pod: the API caches, its S3PA assignment, the pod Running.
+   * 4. Take the pod's lock and look again: the target may be a stale mount of an older source.
+   * 5. Make sure the pod's FUSE source mount exists and answers ({@link #mountSource} when not).
+   * 6. Bind-mount the source on the target (read-only binds keep `nosuid,nodev`), unless the
+   *    call was cancelled meanwhile.
+   *
+   * @throws {CsiError}
+   */
   async publish(
     p: PublishParams,
     secrets: Readonly<Record<string, string>> | null | undefined,
-    signal?: AbortSignal,
+    signal: AbortSignal = NEVER,
   ): Promise<PublishOutcome> {
+    // 1.
     const creds = resolveCredentials(p.authenticationSource, secrets, this.#o.env);
-    const { sys, files, pods, locks } = this.#o;
+    // 2.
+    const mine = new AbortController();
+    const onCallAbort = () => mine.abort(signal.reason);
+    if (signal.aborted) onCallAbort();
+    signal.addEventListener("abort", onCallAbort, { once: true });
+    const inFlight = this.#publishing.get(p.targetPath) ?? new Set();
+    inFlight.add(mine);
+    this.#publishing.set(p.targetPath, inFlight);
+    try {
+      return await this.#targets.run(
+        p.targetPath,
+        () => this.#publishLocked(p, creds, mine.signal),
+        mine.signal,
+      );
+    } catch (err) {
+      if (mine.signal.reason instanceof SupersededError) {
+        throw new CsiError(Code.ABORTED, mine.signal.reason.message, { cause: err });
+      }
+      throw err;
+    } finally {
+      signal.removeEventListener("abort", onCallAbort);
+      inFlight.delete(mine);
+      if (inFlight.size === 0 && this.#publishing.get(p.targetPath) === inFlight) {
+        this.#publishing.delete(p.targetPath);
+      }
+    }
+  }
+
+  async #publishLocked(
+    p: PublishParams,
+    creds: S3Credentials,
+    signal: AbortSignal,
+  ): Promise<PublishOutcome> {
+    const { sys, pods } = this.#o;
     const existing = findMount(await sys.readMountInfo(), p.targetPath);
-    if (existing && (await checkMountHealth(files, p.targetPath, this.#t.healthMs)).ok) {
+    if (existing && (await this.#healthy(p.targetPath, existing, signal))) {
       return "already-published";
     }
-    const query = { podUID: p.podUID, volumeName: p.volumeName, volumeId: p.volumeId };
-    // One budget for both waits: kubelet gives the whole call about 2 minutes.
+    // 3.
     const deadline = performance.now() + Math.max(this.#t.attachmentMs, this.#t.podRunningMs);
-    const mpName = await pods.waitForAssignment(query, this.#t.attachmentMs, signal);
-    const remaining = Math.max(1, Math.min(this.#t.podRunningMs, deadline - performance.now()));
-    const pod = await pods.waitForRunning(mpName, remaining, signal);
-    return await locks.run(mpName, async () => {
+    const remaining = (ms: number) => Math.max(1, Math.min(ms, deadline - performance.now()));
+    await this.#waitForApi(remaining(this.#t.attachmentMs), signal);
+    const query = { podUID: p.podUID, volumeName: p.volumeName, volumeId: p.volumeId };
+    const mpName = await pods.waitForAssignment(query, remaining(this.#t.attachmentMs), signal);
+    const pod = await pods.waitForRunning(mpName, remaining(this.#t.podRunningMs), signal);
+    // 4.
+    return await this.#o.locks.run(mpName, async () => {
       const source = sourceMountDir(this.#o.kubeletRoot, mpName);
-      let mounts = await sys.readMountInfo();
+      const mounts = await sys.readMountInfo();
       let srcMount = findMount(mounts, source);
       const target = findMount(mounts, p.targetPath);
       if (target) {
-        const healthy = (await checkMountHealth(files, p.targetPath, this.#t.healthMs)).ok;
-        if (healthy && srcMount && target.majorMinor === srcMount.majorMinor) {
+        if (
+          srcMount && target.majorMinor === srcMount.majorMinor &&
+          (await this.#healthy(p.targetPath, target, signal))
+        ) {
           return "already-published";
         }
         log.warn("Target {target} is mounted but broken or stale; remounting", {
@@ -142,24 +207,20 @@ export class Publisher {
         });
         await sys.unmount(p.targetPath, { detach: true });
       }
-      if (srcMount) {
-        const health = await checkMountHealth(files, source, this.#t.healthMs);
-        if (!health.ok) {
-          log.warn("Source mount {source} is dead ({problem}); mounting it again", {
-            source,
-            problem: health.problem,
-          });
-          await sys.unmount(source, { detach: true });
-          srcMount = undefined;
-        }
+      // 5.
+      if (srcMount && !(await this.#healthy(source, srcMount, signal))) {
+        log.warn("Source mount {source} does not answer; mounting it again", { source });
+        await sys.unmount(source, { detach: true });
+        srcMount = undefined;
       }
       let outcome: PublishOutcome = "bind";
       if (!srcMount) {
         await this.#mountSource(p, creds, mpName, pod, source, signal);
         outcome = "source-and-bind";
-        mounts = await sys.readMountInfo();
       }
-      await files.mkdir(p.targetPath, { recursive: true, mode: 0o750 });
+      // 6.
+      signal.throwIfAborted();
+      await this.#o.files.mkdir(p.targetPath, { recursive: true, mode: 0o750 });
       try {
         await sys.bindMount(source, p.targetPath, { readOnly: p.readOnlyTarget });
       } catch (err) {
@@ -169,11 +230,29 @@ export class Publisher {
         );
       }
       return outcome;
-    });
+    }, signal);
   }
 
-  /** Unmount and remove a target; idempotent. @throws {CsiError} Internal when it stays mounted */
-  async unpublish(targetPath: string): Promise<"unmounted" | "not-mounted"> {
+  /**
+   * Unmount and remove a target; idempotent. A publish of the same target still in flight is
+   * cancelled first (it answers ABORTED), then this waits for the target's lock.
+   * @throws {CsiError} Internal when it stays mounted
+   */
+  async unpublish(
+    targetPath: string,
+    signal: AbortSignal = NEVER,
+  ): Promise<"unmounted" | "not-mounted"> {
+    for (const publishing of this.#publishing.get(targetPath) ?? []) {
+      publishing.abort(
+        new SupersededError(
+          `NodeUnpublishVolume of "${targetPath}" arrived while this publish was in flight; the publish was cancelled`,
+        ),
+      );
+    }
+    return await this.#targets.run(targetPath, () => this.#unmountTarget(targetPath), signal);
+  }
+
+  async #unmountTarget(targetPath: string): Promise<"unmounted" | "not-mounted"> {
     const { sys, files } = this.#o;
     let result: "unmounted" | "not-mounted" = "not-mounted";
     for (let i = 0; i < 8 && findMount(await sys.readMountInfo(), targetPath); i++) {
@@ -202,119 +281,207 @@ export class Publisher {
     return result;
   }
 
+  async #healthy(path: string, mount: MountInfo, signal: AbortSignal): Promise<boolean> {
+    return (await this.#o.health.check(path, mount.majorMinor, signal)).ok;
+  }
+
+  /** Step 3a: the API caches must have been filled once (they are not after a start without API). */
+  async #waitForApi(timeoutMs: number, signal: AbortSignal): Promise<void> {
+    if (this.#o.pods.synced) return;
+    try {
+      await this.#o.pods.waitForSync(timeoutMs, signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw unavailable(
+        `The node plugin has not been able to read Mountpoint Pods and their attachments from the Kubernetes API since it started (${
+          errorMessage(err)
+        }); already mounted volumes keep working, new ones wait for the API. Check the API server and the node plugin's log`,
+        { cause: err },
+      );
+    }
+  }
+
+  /**
+   * Step 5, a new FUSE source mount for Mountpoint Pod `mpName`:
+   *
+   * a. Open the pod's comm dir (no link followed) and start the bucket check.
+   * b. Write the credential files into it; remove a stale `mount.error`.
+   * c. Create the source dir (0700: host users cannot browse bucket data).
+   * d. Once the bucket check passed: open `/dev/fuse`, mount the source, hand the fd and the
+   *    options to the mounter over its socket, close our fd.
+   * e. Wait until the engine answers on the mount, or the mounter reports an error.
+   * f. Raise the mount's read-ahead.
+   *
+   * Any failure unmounts what was mounted and removes the credentials again.
+   */
   async #mountSource(
     p: PublishParams,
     creds: S3Credentials,
     mpName: string,
     pod: MountpointPod,
     source: string,
-    signal: AbortSignal | undefined,
+    signal: AbortSignal,
   ): Promise<void> {
     const { sys, files } = this.#o;
     const ns = pod.metadata?.namespace ?? "";
+    const who = `${ns}/${mpName}`;
     const uid = pod.metadata?.uid;
-    if (!uid) throw internal(`Mountpoint Pod ${ns}/${mpName} has no UID`);
-    const comm = hostCommDir(this.#o.kubeletRoot, uid);
-    if (!(await files.stat(comm))?.isDirectory) {
+    if (!uid) throw internal(`Mountpoint Pod ${who} has no UID`);
+    // a.
+    let comm: DirHandle | undefined;
+    try {
+      comm = await openCommDir(files, this.#o.kubeletRoot, uid);
+    } catch (err) {
+      if (err instanceof UnsafeEntryError) {
+        throw failedPrecondition(`Mountpoint Pod ${who}: ${err.message}`);
+      }
+      throw err;
+    }
+    if (!comm) {
       throw failedPrecondition(
-        `The comm directory of Mountpoint Pod ${ns}/${mpName} is missing at "${comm}": the pod must have the "comm" emptyDir, and --kubelet-path must be the kubelet root`,
+        `The comm directory of Mountpoint Pod ${who} is missing: the pod must have the "comm" emptyDir, and --kubelet-path must be the kubelet root`,
       );
     }
+    using _comm = comm;
     const t0 = performance.now();
-    // The bucket check runs while the files are prepared; it must pass before anything is mounted.
     const probing = this.#o.probe ? this.#probe(p, creds) : Promise.resolve();
     probing.catch(() => {});
-    await this.#writeCredentials(comm, creds, podUser(pod));
-    await files.remove(`${comm}/${MOUNT_ERROR}`);
-    const message = this.#message(p, creds);
-    await files.mkdir(source, { recursive: true, mode: 0o755 });
+    let mounted = false;
     try {
-      await probing;
-    } catch (err) {
-      // Nothing was mounted: leave no credentials behind for a volume that failed its check.
-      await files.remove(`${comm}/${CREDENTIALS_DIR}`, { recursive: true }).catch(() => false);
-      throw err;
-    }
-    const probed = performance.now();
-    try {
-      await this.#mountAndHandOver(
-        source,
-        comm,
-        message,
-        p.readOnlyVolume,
-        `${ns}/${mpName}`,
-        signal,
-      );
-    } catch (err) {
-      // Nothing is mounted from this pod: its credentials go too.
-      await files.remove(`${comm}/${CREDENTIALS_DIR}`, { recursive: true }).catch(() => false);
-      throw err;
-    }
-    const sent = performance.now();
-    await this.#waitReady(source, comm, `${ns}/${mpName}`, p.bucket).catch(async (err) => {
-      await files.remove(`${comm}/${CREDENTIALS_DIR}`, { recursive: true }).catch(() => false);
-      throw err;
-    });
-    const ready = performance.now();
-    const m = findMount(await sys.readMountInfo(), source);
-    if (m && this.#o.readAheadKb > 0) {
-      await sys.setReadAheadKb(m.majorMinor, this.#o.readAheadKb).catch((err) =>
-        log.warn("Could not set read-ahead of {source}: {error}", {
-          source,
-          error: errorMessage(err),
-        })
-      );
-    }
-    log.info(
-      "Mounted bucket {bucket} at {source} through Mountpoint Pod {pod} (check+prepare {probeMs} ms, mount+send {sendMs} ms, engine ready {readyMs} ms)",
-      {
-        bucket: p.bucket,
-        source,
-        pod: `${ns}/${mpName}`,
-        credentialSource: creds.source,
-        accessKeyId: creds.accessKeyId,
-        probeMs: Math.round(probed - t0),
-        sendMs: Math.round(sent - probed),
-        readyMs: Math.round(ready - sent),
-      },
-    );
-  }
-
-  /** Open /dev/fuse, mount the source, send options + fd to the mounter, close our fd. */
-  async #mountAndHandOver(
-    source: string,
-    comm: string,
-    message: MountMessage,
-    readOnly: boolean,
-    pod: string,
-    signal: AbortSignal | undefined,
-  ): Promise<void> {
-    const { sys } = this.#o;
-    const fd = sys.openFuse();
-    try {
-      await sys.mountFuse(source, { fd, readOnly, allowOther: true });
+      // b.
       try {
-        const conn = await sys.connectUnix(`${comm}/${MOUNT_SOCK}`, {
-          timeoutMs: this.#t.connectMs,
-          ...(signal ? { signal } : {}),
-        });
-        try {
-          await sys.sendWithFd(conn, encodeMountMessage(message), fd, { timeoutMs: 10_000 });
-        } finally {
-          conn.close();
-        }
+        await writeCredentials(comm, creds, podUser(pod));
+        await comm.remove(MOUNT_ERROR);
       } catch (err) {
-        await sys.unmount(source, { detach: true }).catch(() => {});
-        throw new CsiError(
-          Code.UNAVAILABLE,
-          `Could not hand the mount to Mountpoint Pod ${pod} (socket "${comm}/${MOUNT_SOCK}"): ${
-            errorMessage(err)
-          }. The pod may have exited: see kubectl logs -n ${pod.replace("/", " ")}`,
-          { cause: err },
+        if (err instanceof UnsafeEntryError) {
+          throw failedPrecondition(
+            `Mountpoint Pod ${who} tampered with its comm dir: ${err.message}`,
+          );
+        }
+        throw err;
+      }
+      const message = this.#message(p, creds);
+      // c.
+      await files.mkdir(sourceMountRoot(this.#o.kubeletRoot), {
+        recursive: true,
+        mode: SOURCE_DIR_MODE,
+      });
+      await files.chmod(sourceMountRoot(this.#o.kubeletRoot), SOURCE_DIR_MODE);
+      await files.mkdir(source, { mode: SOURCE_DIR_MODE });
+      await files.chmod(source, SOURCE_DIR_MODE);
+      // d.
+      await probing;
+      signal.throwIfAborted();
+      const probed = performance.now();
+      const fd = sys.openFuse();
+      try {
+        await sys.mountFuse(source, { fd, readOnly: p.readOnlyVolume, allowOther: true });
+        mounted = true;
+        await this.#handOver(comm, who, encodeMountMessage(message), fd, signal);
+      } finally {
+        sys.closeFd(fd);
+      }
+      const sent = performance.now();
+      // e.
+      await this.#waitReady(source, comm, who, p.bucket, creds, signal);
+      const ready = performance.now();
+      // f.
+      const m = findMount(await sys.readMountInfo(), source);
+      if (m && this.#o.readAheadKb > 0) {
+        await sys.setReadAheadKb(m.majorMinor, this.#o.readAheadKb).catch((err) =>
+          log.warn("Could not set read-ahead of {source}: {error}", {
+            source,
+            error: errorMessage(err),
+          })
         );
       }
+      log.info(
+        "Mounted bucket {bucket} at {source} through Mountpoint Pod {pod} (check+prepare {probeMs} ms, mount+send {sendMs} ms, engine ready {readyMs} ms)",
+        {
+          bucket: p.bucket,
+          source,
+          pod: who,
+          credentialSource: creds.source,
+          accessKeyId: creds.accessKeyId,
+          probeMs: Math.round(probed - t0),
+          sendMs: Math.round(sent - probed),
+          readyMs: Math.round(ready - sent),
+        },
+      );
+    } catch (err) {
+      if (mounted) await sys.unmount(source, { detach: true }).catch(() => {});
+      // Nothing is mounted from this pod: its credentials go too.
+      await removeCredentials(comm).catch((e) =>
+        log.warn("Could not remove the credentials of {pod}: {error}", {
+          pod: who,
+          error: errorMessage(e),
+        })
+      );
+      throw err;
+    }
+  }
+
+  /** Step 5d: connect to the mounter (without following links) and send options + fd. */
+  async #handOver(
+    comm: DirHandle,
+    who: string,
+    bytes: Uint8Array,
+    fd: number,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { sys } = this.#o;
+    let conn: SysConn | undefined;
+    try {
+      conn = await this.#connect(comm, signal);
+      await sys.sendWithFd(conn, bytes, fd, { timeoutMs: 10_000, signal });
+    } catch (err) {
+      if (signal.aborted) throw err;
+      if (err instanceof UnsafeEntryError) {
+        throw failedPrecondition(
+          `Mountpoint Pod ${who} tampered with its comm dir: ${err.message}`,
+        );
+      }
+      throw new CsiError(
+        Code.UNAVAILABLE,
+        `Could not hand the mount to Mountpoint Pod ${who} (its ${MOUNT_SOCK}): ${
+          errorMessage(err)
+        }. The pod may have exited: see kubectl logs -n ${who.replace("/", " ")}`,
+        { cause: err },
+      );
     } finally {
-      sys.closeFd(fd);
+      conn?.close();
+    }
+  }
+
+  /**
+   * Connect to `mount.sock` through a descriptor of the socket file itself, retrying while it is
+   * missing or refuses (the mounter is starting, or restarting with a new socket).
+   */
+  async #connect(comm: DirHandle, signal: AbortSignal): Promise<SysConn> {
+    const deadline = performance.now() + this.#t.connectMs;
+    let last: unknown;
+    for (;;) {
+      signal.throwIfAborted();
+      const left = deadline - performance.now();
+      if (left <= 0) {
+        throw last ?? new TimeoutError(`${comm.path}/${MOUNT_SOCK}`, this.#t.connectMs);
+      }
+      const via = await comm.socketPath(MOUNT_SOCK);
+      if (via) {
+        try {
+          return await this.#o.sys.connectUnix(via.path, {
+            timeoutMs: Math.min(left, 1000),
+            signal,
+          });
+        } catch (err) {
+          if (signal.aborted) throw err;
+          last = err;
+        } finally {
+          via[Symbol.dispose]();
+        }
+      } else {
+        await sleep(Math.min(left, 50), signal);
+      }
     }
   }
 
@@ -330,43 +497,36 @@ export class Publisher {
       sessionToken: creds.sessionToken,
     }, this.#t.probeMs);
     if (result.ok) return;
-    const who = `${creds.source} credentials (access key ${creds.accessKeyId})`;
+    const endpoint = this.#o.endpoint ?? "AWS S3";
     switch (result.reason) {
       case "no-such-bucket":
         throw failedPrecondition(
-          `Bucket "${p.bucket}" does not exist on ${
-            this.#o.endpoint ?? "AWS S3"
-          }: create it or fix volumeAttributes.bucketName`,
+          `Bucket "${p.bucket}" does not exist on ${endpoint}: create it or fix volumeAttributes.bucketName`,
         );
       case "access-denied":
+        log.warn("Access to bucket {bucket} denied for access key {accessKeyId}", {
+          bucket: p.bucket,
+          accessKeyId: creds.accessKeyId,
+          source: creds.source,
+        });
         throw new CsiError(
           Code.PERMISSION_DENIED,
-          `Access to bucket "${p.bucket}" was denied for the ${who}: check the keys and the bucket policy`,
+          `Access to bucket "${p.bucket}" was denied for the ${creds.source} credentials: check the keys and the bucket policy (the access key id is in the node plugin's log)`,
         );
       case "unreachable":
         throw new CsiError(
           Code.UNAVAILABLE,
-          `S3 endpoint ${
-            this.#o.endpoint ?? "(AWS)"
-          } is unreachable while checking bucket "${p.bucket}": ${result.message}`,
+          `S3 endpoint ${endpoint} is unreachable while checking bucket "${p.bucket}": ${
+            shortMessage(result.message, [creds.accessKeyId])
+          }`,
         );
       default:
-        throw failedPrecondition(`Checking bucket "${p.bucket}" failed: ${result.message}`);
+        throw failedPrecondition(
+          `Checking bucket "${p.bucket}" failed: ${
+            shortMessage(result.message, [creds.accessKeyId])
+          }`,
+        );
     }
-  }
-
-  async #writeCredentials(
-    comm: string,
-    creds: S3Credentials,
-    user: { uid: number; gid: number },
-  ): Promise<void> {
-    const { files } = this.#o;
-    const dir = `${comm}/${CREDENTIALS_DIR}`;
-    await files.mkdir(dir, { mode: 0o700 });
-    await files.chown(dir, user.uid, user.gid);
-    const opts = { mode: 0o600, uid: user.uid, gid: user.gid };
-    await files.writeFile(`${dir}/${CREDENTIALS_FILE}`, credentialsFileText(creds), opts);
-    await files.writeFile(`${dir}/${CONFIG_FILE}`, configFileText(), opts);
   }
 
   #message(p: PublishParams, creds: S3Credentials): MountMessage {
@@ -393,55 +553,71 @@ export class Publisher {
     };
   }
 
-  /** Wait for the engine to answer, or for the mounter to report an error. */
-  async #waitReady(source: string, comm: string, pod: string, bucket: string): Promise<void> {
-    const { sys, files } = this.#o;
+  /**
+   * Step 5e: wait for the engine to answer on `source`, or for the mounter to report an error
+   * (`mount.error`), bounded by the ready timeout and the call's signal. The mounter's report is
+   * logged in full (bounded) and cut short for the CSI error.
+   */
+  async #waitReady(
+    source: string,
+    comm: DirHandle,
+    pod: string,
+    bucket: string,
+    creds: S3Credentials,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { sys } = this.#o;
     const stop = new AbortController();
-    const errorFile = `${comm}/${MOUNT_ERROR}`;
+    const onAbort = () => stop.abort(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    const fail = (report: string) => {
+      log.warn("Mountpoint Pod {pod} could not mount bucket {bucket}: {report}", {
+        pod,
+        bucket,
+        report: reportForLog(report),
+      });
+      return failedPrecondition(
+        `Mountpoint Pod ${pod} could not mount bucket "${bucket}": ${
+          shortMessage(report, [creds.accessKeyId])
+        } (full report: kubectl logs -n ${pod.replace("/", " ")})`,
+      );
+    };
     const watchError = (async () => {
       while (!stop.signal.aborted) {
-        const text = await files.readTextFile(errorFile).catch(() => undefined);
-        if (text) return text.trim();
-        await sleep(25, stop.signal);
+        const text = await readMountError(comm);
+        if (text) return text;
+        await sleep(25, stop.signal).catch(() => {});
       }
       return undefined;
     })();
     const ready = sys.waitMountReady(source, { timeoutMs: this.#t.readyMs, signal: stop.signal })
       .then(() => undefined);
     try {
-      const first = await Promise.race([ready, watchError.then((t) => t ?? undefined)]);
-      if (first !== undefined) {
-        stop.abort(new Error(first));
+      const report = await Promise.race([ready, watchError]);
+      if (report !== undefined) {
+        stop.abort(new Error(report));
         await ready.catch(() => {});
-        throw failedPrecondition(
-          `Mountpoint Pod ${pod} could not mount bucket "${bucket}": ${first.slice(-2000)}`,
-        );
+        throw fail(report);
       }
     } catch (err) {
-      await sys.unmount(source, { detach: true }).catch(() => {});
       if (err instanceof CsiError) throw err;
+      if (signal.aborted) throw err;
       // A mounter that refuses the message closes the fd, so the stat may fail (ENOTCONN) just
       // before its mount.error lands: give it a moment, it is the better explanation.
-      let reported = await files.readTextFile(errorFile).catch(() => undefined);
-      if (!reported) {
+      let report = await readMountError(comm);
+      if (!report) {
         await sleep(100);
-        reported = await files.readTextFile(errorFile).catch(() => undefined);
+        report = await readMountError(comm);
       }
-      if (reported?.trim()) {
-        throw failedPrecondition(
-          `Mountpoint Pod ${pod} could not mount bucket "${bucket}": ${
-            reported.trim().slice(-2000)
-          }`,
-        );
-      }
-      throw new CsiError(
-        Code.DEADLINE_EXCEEDED,
+      if (report) throw fail(report);
+      throw deadlineExceeded(
         `The FUSE engine of Mountpoint Pod ${pod} did not answer for bucket "${bucket}": ${
           errorMessage(err)
-        }. See kubectl logs -n ${pod.split("/")[0]} ${pod.split("/")[1]}`,
+        }. See kubectl logs -n ${pod.replace("/", " ")}`,
         { cause: err },
       );
     } finally {
+      signal.removeEventListener("abort", onAbort);
       stop.abort();
       await watchError.catch(() => {});
     }

@@ -146,6 +146,7 @@ Deno.test("Unmounter: needs-unmount writes mount.exit, unmounts the source, remo
     files: w.files,
     pods: w.pods,
     locks: w.locks,
+    health: w.health,
     kubeletRoot: ROOT,
     inUseWaitMs: 50,
     pollMs: 5,
@@ -183,6 +184,7 @@ Deno.test("Unmounter: startup removes orphaned and dead sources", async () => {
     files: w.files,
     pods: w.pods,
     locks: new KeyedMutex(),
+    health: w.health,
     kubeletRoot: ROOT,
   });
   assert.deepEqual(await unmounter.cleanAtStartup(), ["mp-gone"]);

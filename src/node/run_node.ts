@@ -1,8 +1,15 @@
 /**
- * The node plugin process: loads the Kubernetes configuration, starts the watches of this node's
- * S3PAs and Mountpoint Pods, cleans dead or orphaned source mounts, serves the CSI Identity and
- * Node services on the kubelet-facing socket, removes the node's `agent-not-ready` taint, serves
- * metrics, and on SIGTERM/SIGINT stops gracefully (mounts stay: they live in Mountpoint Pods).
+ * The node plugin process: loads the Kubernetes configuration, serves the CSI Identity and Node
+ * services on the kubelet-facing socket **at once**, then — in the background, for as long as the
+ * API server does not answer — fills the caches of this node's S3PAs and Mountpoint Pods; once
+ * they are filled it cleans dead or orphaned source mounts, starts the unmounter and removes the
+ * node's `agent-not-ready` taint. Serves metrics, and on SIGTERM/SIGINT stops gracefully (mounts
+ * stay: they live in Mountpoint Pods).
+ *
+ * Serving before the caches are filled keeps the kubelet's unpublish, volume stats and the
+ * republish of mounted targets working while the API server is down; a publish that needs the API
+ * waits for it within its deadline, then fails UNAVAILABLE with a message saying so. The process
+ * never exits because the API is unreachable.
  *
  * @module
  */
@@ -19,6 +26,7 @@ import { errorMessage } from "../util/errors.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
+import { HealthChecker } from "./health.ts";
 import { MountpointPods } from "./mountpoint_pods.ts";
 import type { NODE_OPTIONS } from "../options/node_options.ts";
 import { NodeService } from "./node_service.ts";
@@ -53,8 +61,9 @@ export async function runNode(
     namespace: config["mountpoint-namespace"],
   });
   const watching = pods.run(stop.signal);
-  const unmounter = new Unmounter({ sys, files, pods, locks, kubeletRoot });
-  const metrics = new PromNodeMetrics({ sys, files, kubeletRoot });
+  const health = new HealthChecker(files, { timeoutMs: 3000 });
+  const unmounter = new Unmounter({ sys, files, pods, locks, health, kubeletRoot });
+  const metrics = new PromNodeMetrics({ sys, health, kubeletRoot });
   const probe = config["bucket-check"] ? new AwsBucketProbe() : undefined;
   probe?.warm().catch(() => {});
   const publisher = new Publisher({
@@ -62,6 +71,7 @@ export async function runNode(
     files,
     pods,
     locks,
+    health,
     probe,
     kubeletRoot,
     env: (n) => Deno.env.get(n),
@@ -85,25 +95,33 @@ export async function runNode(
         sys,
         files,
         pods,
+        health,
         metrics,
       }),
     },
   });
+  let background: Promise<void> | undefined;
   try {
-    await pods.waitForSync(60_000, stop.signal);
-    const cleaned = await unmounter.cleanAtStartup();
-    if (cleaned.length) {
-      log.info("Cleaned {count} source mounts at startup", { count: cleaned.length });
-    }
-    unmounter.attach(stop.signal);
     await server.start();
     if (config["metrics-port"] > 0) {
       serveMetrics(metrics.registry, config["metrics-port"], stop.signal);
     }
-    removeAgentNotReadyTaint(client, nodeName, { signal: stop.signal }).catch((err) =>
-      log.warn("Taint removal failed: {error}", { error: errorMessage(err) })
-    );
-    log.info("Node plugin ready");
+    background = (async () => {
+      await waitForApi(pods, stop.signal);
+      const cleaned = await unmounter.cleanAtStartup();
+      if (cleaned.length) {
+        log.info("Cleaned {count} source mounts at startup", { count: cleaned.length });
+      }
+      unmounter.attach(stop.signal);
+      removeAgentNotReadyTaint(client, nodeName, { signal: stop.signal }).catch((err) =>
+        log.warn("Taint removal failed: {error}", { error: errorMessage(err) })
+      );
+      log.info("Node plugin ready");
+    })().catch((err) => {
+      if (!stop.signal.aborted) {
+        log.error("Start-up work failed: {error}", { error: errorMessage(err) });
+      }
+    });
     await new Promise<void>((resolve) => {
       if (stop.signal.aborted) resolve();
       else stop.signal.addEventListener("abort", () => resolve(), { once: true });
@@ -112,7 +130,25 @@ export async function runNode(
     stop.abort();
     signal.removeEventListener("abort", onAbort);
     await server.stop(config["shutdown-grace"]).catch(() => {});
+    await background;
     await watching.catch(() => {});
   }
   return 0;
+}
+
+/** Wait, as long as it takes, for the caches of S3PAs and Mountpoint Pods to fill. */
+async function waitForApi(pods: MountpointPods, signal: AbortSignal): Promise<void> {
+  const log = logger("node");
+  const started = performance.now();
+  while (!pods.synced) {
+    try {
+      await pods.waitForSync(60_000, signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      log.warn(
+        "Still waiting for the Kubernetes API after {seconds} s: serving unpublish, volume stats and mounted volumes meanwhile",
+        { seconds: Math.round((performance.now() - started) / 1000) },
+      );
+    }
+  }
 }

@@ -4,7 +4,8 @@
  * - On every add/update (and the periodic resync) of a Mountpoint Pod of this node annotated
  *   `needs-unmount: "true"`: write `comm/mount.exit`, wait (bounded) until no bind mount uses the
  *   source any more, unmount the source (the engine then exits and the mounter exits 0), remove
- *   the source dir and the credential files. Still in use → retried on the next resync.
+ *   the source dir and the credential files. Still in use → retried on the next resync. The comm
+ *   dir is the pod's: it is used only through a `DirHandle` (no link followed).
  * - On delete of a Mountpoint Pod, and at startup for every source dir: a source whose pod is gone
  *   (orphaned) or whose mount is dead is unmounted and removed.
  *
@@ -13,20 +14,16 @@
  * @module
  */
 import { ANNOTATION_NEEDS_UNMOUNT, isAnnotatedTrue } from "../mppod/labels.ts";
-import {
-  CREDENTIALS_DIR,
-  hostCommDir,
-  MOUNT_EXIT,
-  sourceMountDir,
-  sourceMountRoot,
-} from "../mppod/paths.ts";
+import { sourceMountDir, sourceMountRoot } from "../mppod/paths.ts";
 import type { Files } from "../sys/files.ts";
 import { findMount, mountsOfSource } from "../sys/mountinfo.ts";
 import type { Sys } from "../sys/sys.ts";
 import { errorMessage } from "../util/errors.ts";
 import type { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
-import { checkMountHealth } from "./health.ts";
+import { openCommDir, requestExit } from "./comm_dir.ts";
+import { removeCredentials } from "./credentials.ts";
+import type { HealthChecker } from "./health.ts";
 import type { MountpointPod, MountpointPods } from "./mountpoint_pods.ts";
 import { sleep } from "../util/sleep.ts";
 
@@ -38,13 +35,12 @@ export interface UnmounterOptions {
   readonly files: Files;
   readonly pods: MountpointPods;
   readonly locks: KeyedMutex;
+  readonly health: HealthChecker;
   readonly kubeletRoot: string;
   /** How long to wait for bind mounts of a source to go. @default 30000 */
   readonly inUseWaitMs?: number;
   /** Pause between checks while waiting. @default 250 */
   readonly pollMs?: number;
-  /** Health stat timeout. @default 3000 */
-  readonly healthMs?: number;
 }
 
 /** What {@link Unmounter.unmountPod} did. */
@@ -102,9 +98,22 @@ export class Unmounter {
     const { sys, files, locks, kubeletRoot } = this.#o;
     return locks.run(name, async () => {
       const uid = pod.metadata?.uid;
-      const comm = uid ? hostCommDir(kubeletRoot, uid) : undefined;
-      if (comm && (await files.stat(comm))?.isDirectory) {
-        await files.writeFile(`${comm}/${MOUNT_EXIT}`, "", { mode: 0o644 });
+      using comm = uid
+        ? await openCommDir(files, kubeletRoot, uid).catch((err) => {
+          log.warn("Cannot use the comm dir of {pod}: {error}", {
+            pod: name,
+            error: errorMessage(err),
+          });
+          return undefined;
+        })
+        : undefined;
+      if (comm) {
+        await requestExit(comm).catch((err) =>
+          log.warn("Could not ask the mounter of {pod} to exit: {error}", {
+            pod: name,
+            error: errorMessage(err),
+          })
+        );
       }
       const source = sourceMountDir(kubeletRoot, name);
       let outcome: UnmountOutcome = "not-mounted";
@@ -124,7 +133,7 @@ export class Unmounter {
         outcome = "unmounted";
       }
       await files.remove(source).catch(() => {});
-      if (comm) await files.remove(`${comm}/${CREDENTIALS_DIR}`, { recursive: true });
+      if (comm) await removeCredentials(comm);
       log.info("Mountpoint Pod {pod}: source {outcome}, credentials removed", {
         pod: name,
         outcome,
@@ -172,11 +181,12 @@ export class Unmounter {
   }
 
   async #cleanDead(name: string): Promise<boolean> {
-    const { sys, files, locks, kubeletRoot } = this.#o;
+    const { sys, locks, kubeletRoot } = this.#o;
     return await locks.run(name, async () => {
       const source = sourceMountDir(kubeletRoot, name);
-      if (!findMount(await sys.readMountInfo(), source)) return false;
-      const health = await checkMountHealth(files, source, this.#o.healthMs ?? 3000);
+      const mount = findMount(await sys.readMountInfo(), source);
+      if (!mount) return false;
+      const health = await this.#o.health.check(source, mount.majorMinor);
       if (health.ok) return false;
       log.warn("Source {source} is dead ({problem}); unmounting (republish will remount)", {
         source,

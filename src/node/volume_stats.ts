@@ -1,18 +1,22 @@
 /**
- * NodeGetVolumeStats: is a published volume healthy? The target must be mounted; an async stat of
- * it must answer (a dead engine gives `ENOTCONN` at once); its Mountpoint Pod must be Running and
- * must not have reported an error. Any failure is reported as `VolumeCondition{abnormal: true}`
- * with a message saying what to do. S3 has no capacity, so no usage is reported.
+ * NodeGetVolumeStats: is a published volume healthy? The target must be mounted; its FUSE
+ * connection must answer (a dead engine gives `ENOTCONN` at once, a hung one times out: see
+ * `health.ts`, which keeps at most one probe per connection in flight); its Mountpoint Pod must be
+ * Running and must not have reported an error. Any failure is reported as
+ * `VolumeCondition{abnormal: true}` with a message saying what to do. S3 has no capacity, so no
+ * usage is reported.
  *
  * @module
  */
 import type { NodeGetVolumeStatsResponse } from "../csi/gen/csi_types.ts";
 import { notFound } from "../csi/errors.ts";
-import { hostCommDir, MOUNT_ERROR, sourceMountRoot } from "../mppod/paths.ts";
+import { sourceMountRoot } from "../mppod/paths.ts";
 import type { Files } from "../sys/files.ts";
+import { DEFAULT_FS_NAME } from "../sys/mount.ts";
 import { findMount, type MountInfo } from "../sys/mountinfo.ts";
 import type { Sys } from "../sys/sys.ts";
-import { checkMountHealth } from "./health.ts";
+import { openCommDir, readMountError, shortMessage } from "./comm_dir.ts";
+import type { HealthChecker } from "./health.ts";
 import { describePodState, type MountpointPods } from "./mountpoint_pods.ts";
 
 /** The source mount (and so the Mountpoint Pod name) behind a target mount. */
@@ -29,46 +33,66 @@ export function sourceOf(
   return m ? { mount: m, mpName: m.mountPoint.slice(root.length) } : undefined;
 }
 
-/** Compute the stats answer for a published path. @throws {CsiError} NotFound when not mounted */
+/** What {@link volumeStats} needs. */
+export interface VolumeStatsDeps {
+  readonly sys: Sys;
+  readonly files: Files;
+  readonly pods: MountpointPods;
+  readonly health: HealthChecker;
+  readonly kubeletRoot: string;
+}
+
+/**
+ * Compute the stats answer for a published path.
+ * @throws {CsiError} NotFound when nothing of ours is mounted there
+ */
 export async function volumeStats(
-  deps: { sys: Sys; files: Files; pods: MountpointPods; kubeletRoot: string; healthMs: number },
+  deps: VolumeStatsDeps,
   volumePath: string,
+  signal?: AbortSignal,
 ): Promise<NodeGetVolumeStatsResponse> {
   const mounts = await deps.sys.readMountInfo();
   const target = findMount(mounts, volumePath);
-  if (!target) throw notFound(`Volume path "${volumePath}" is not mounted`);
+  if (!target) throw notFound(`Volume path "${volumePath}" is not mounted on this node`);
   const abnormal = (message: string): NodeGetVolumeStatsResponse => ({
     usage: [],
     volumeCondition: { abnormal: true, message },
   });
-  const health = await checkMountHealth(deps.files, volumePath, deps.healthMs);
+  const source = sourceOf(mounts, target, deps.kubeletRoot);
+  if (!source) {
+    if (target.source !== DEFAULT_FS_NAME || !target.fsType.startsWith("fuse")) {
+      throw notFound(`Volume path "${volumePath}" is not a volume of this driver`);
+    }
+    return abnormal(
+      `The volume's source mount is gone (its Mountpoint Pod was removed): the volume is repaired on the next NodePublishVolume; restart the workload pod to get a working mount`,
+    );
+  }
+  const health = await deps.health.check(volumePath, target.majorMinor, signal);
   if (!health.ok) {
     return abnormal(
       `The volume's FUSE mount does not answer (${health.problem}): its Mountpoint Pod's engine stopped. The volume is repaired on the next NodePublishVolume; restart the workload pod to get a working mount`,
     );
   }
-  const source = sourceOf(mounts, target, deps.kubeletRoot);
-  if (source) {
-    const pod = deps.pods.pod(source.mpName);
-    const ns = deps.pods.namespace;
-    if (!pod) {
-      return abnormal(`Mountpoint Pod ${ns}/${source.mpName} of this volume no longer exists`);
+  const pod = deps.pods.pod(source.mpName);
+  const ns = deps.pods.namespace;
+  if (!pod) {
+    // Without the API cache (API down since the start) nothing more can be said.
+    if (!deps.pods.synced) {
+      return { usage: [], volumeCondition: { abnormal: false, message: "Volume is healthy" } };
     }
-    if (pod.status?.phase !== "Running") {
-      return abnormal(
-        `Mountpoint Pod ${ns}/${source.mpName} is not running (${describePodState(pod)})`,
-      );
-    }
-    const uid = pod.metadata?.uid;
-    if (uid) {
-      const error = await deps.files.readTextFile(
-        `${hostCommDir(deps.kubeletRoot, uid)}/${MOUNT_ERROR}`,
-      ).catch(() => undefined);
-      if (error) {
-        return abnormal(
-          `Mountpoint Pod ${ns}/${source.mpName} reported: ${error.trim().slice(-500)}`,
-        );
-      }
+    return abnormal(`Mountpoint Pod ${ns}/${source.mpName} of this volume no longer exists`);
+  }
+  if (pod.status?.phase !== "Running") {
+    return abnormal(
+      `Mountpoint Pod ${ns}/${source.mpName} is not running (${describePodState(pod)})`,
+    );
+  }
+  const uid = pod.metadata?.uid;
+  if (uid) {
+    using comm = await openCommDir(deps.files, deps.kubeletRoot, uid).catch(() => undefined);
+    const error = comm ? await readMountError(comm).catch(() => undefined) : undefined;
+    if (error) {
+      return abnormal(`Mountpoint Pod ${ns}/${source.mpName} reported: ${shortMessage(error)}`);
     }
   }
   return { usage: [], volumeCondition: { abnormal: false, message: "Volume is healthy" } };
