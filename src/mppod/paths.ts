@@ -17,6 +17,14 @@ export const COMM_VOLUME_NAME = "comm";
 export const COMM_DIR = "/comm";
 
 /**
+ * Name of the mounter's private emptyDir: the engine's HOME and working files, off the small
+ * memory-backed comm dir (which also holds the credentials and is shared with the node plugin).
+ */
+export const WORK_VOLUME_NAME = "work";
+/** Mount path of the work volume inside the Mountpoint Pod. */
+export const WORK_DIR = "/work";
+
+/**
  * Unix socket the mounter listens on. Writer: mounter (creates it). Reader: node plugin (connects,
  * sends one {@link MountMessage} with the FUSE fd).
  */

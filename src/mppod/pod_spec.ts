@@ -8,7 +8,9 @@
  * - unprivileged: non-root uid/gid, `fsGroup` so the node plugin's root-written files in the comm
  *   dir are readable, read-only root filesystem, no capabilities, no privilege escalation,
  *   seccomp `RuntimeDefault`, no service-account token;
- * - a `comm` emptyDir (Memory, small) at `/comm`, where the mounter listens for the FUSE fd;
+ * - a `comm` emptyDir (Memory, small) at `/comm`, where the mounter listens for the FUSE fd, and
+ *   a `work` emptyDir at `/work`, the mounter's private working dir (engine HOME), so nothing of
+ *   the engine lands next to the credentials and a restarted mounter starts clean;
  * - `restartPolicy: OnFailure`: the mounter exits 0 only when asked to (pod `Succeeded`);
  * - a long termination grace so it outlives workloads on node drain;
  * - labels/annotations that tie it to its volume and attachment, and let cluster-autoscaler
@@ -27,7 +29,7 @@ import {
   LABEL_DRIVER_VERSION,
   LABEL_MOUNTPOINT_VERSION,
 } from "./labels.ts";
-import { COMM_DIR, COMM_VOLUME_NAME } from "./paths.ts";
+import { COMM_DIR, COMM_VOLUME_NAME, WORK_DIR, WORK_VOLUME_NAME } from "./paths.ts";
 import { nonNegativeQuantity } from "../kube/quantity.ts";
 
 /** Size limit of the comm emptyDir (socket, two small files, credentials). */
@@ -115,8 +117,12 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
   if (config.mountpointVersion) labels[LABEL_MOUNTPOINT_VERSION] = config.mountpointVersion;
   const volumes: Pod["spec"]["volumes"] = [
     { name: COMM_VOLUME_NAME, emptyDir: { medium: "Memory", sizeLimit: COMM_SIZE_LIMIT } },
+    { name: WORK_VOLUME_NAME, emptyDir: {} },
   ];
-  const mounts = [{ name: COMM_VOLUME_NAME, mountPath: COMM_DIR }];
+  const mounts = [
+    { name: COMM_VOLUME_NAME, mountPath: COMM_DIR },
+    { name: WORK_VOLUME_NAME, mountPath: WORK_DIR },
+  ];
   if (config.caConfigMap) {
     volumes.push({
       name: "custom-ca",
@@ -180,6 +186,7 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         command: [config.command],
         env: [
           { name: "MOUNTER_COMM_DIR", value: COMM_DIR },
+          { name: "MOUNTER_WORK_DIR", value: WORK_DIR },
           // On eviction (node drain) keep serving the workloads evicted alongside, until the node
           // plugin unmounts; 30 s before the grace ends the engine is stopped cleanly.
           {

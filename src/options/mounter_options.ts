@@ -4,7 +4,7 @@
  * @module
  */
 import type { OptionSpecs } from "../util/config.ts";
-import { COMM_DIR } from "../mppod/paths.ts";
+import { COMM_DIR, WORK_DIR } from "../mppod/paths.ts";
 
 /** Engine choices: `auto` picks mount-s3 when it is on PATH, else rclone. */
 export const ENGINE_CHOICES = ["auto", "mount-s3", "rclone"] as const;
@@ -16,6 +16,16 @@ export const MOUNTER_OPTIONS = {
     env: "MOUNTER_COMM_DIR",
     default: COMM_DIR,
     description: "Directory shared with the node plugin (mount.sock, mount.exit, mount.error)",
+    validate: (
+      v: string,
+    ) => (v.startsWith("/") ? undefined : `must be an absolute path, got "${v}"`),
+  },
+  "work-dir": {
+    type: "string",
+    env: "MOUNTER_WORK_DIR",
+    default: WORK_DIR,
+    description:
+      "Private working directory (engine HOME); emptied at every start. Never inside the comm dir",
     validate: (
       v: string,
     ) => (v.startsWith("/") ? undefined : `must be an absolute path, got "${v}"`),

@@ -20,6 +20,7 @@ import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
 import { type Running, runToEnd, spawn, waitFor } from "../_helpers.ts";
 import {
+  ensureWorkDir,
   type Harness,
   MOUNTER_ENV,
   mounterArgs,
@@ -298,8 +299,9 @@ export async function putObject(
  */
 export async function startNsMounter(
   commDir: string,
-  { waitSocket = true } = {},
+  { waitSocket = true, env = {} }: { waitSocket?: boolean; env?: Record<string, string> } = {},
 ): Promise<{ running: Running; innerPid: number }> {
+  ensureWorkDir(commDir);
   const running = spawn("unshare", [
     "--pid",
     "--fork",
@@ -307,7 +309,7 @@ export async function startNsMounter(
     "setpriv",
     ...mounterArgs(commDir),
   ], {
-    env: MOUNTER_ENV,
+    env: { ...MOUNTER_ENV, ...env },
   });
   if (waitSocket) {
     await waitFor(

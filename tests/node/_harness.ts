@@ -30,6 +30,7 @@ import { hostCommDir } from "../../src/mppod/paths.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
 import { ENTRYPOINTS, type Running, spawn, spawnBinary, waitFor } from "../_helpers.ts";
+import { startTcpProxy, type TcpProxy } from "./_tcp_proxy.ts";
 
 /** Node name used by the harness. */
 export const NODE = "node-1";
@@ -113,6 +114,18 @@ export const MOUNTER_ENV: Record<string, string> = {
   HOME: "/tmp",
 };
 
+/** The mounter's work dir beside its comm dir (the Mountpoint Pod's `work` emptyDir). */
+export function workDirOf(commDir: string): string {
+  return commDir.replace(/\/comm$/, "/work");
+}
+
+/** Create the mounter's work dir beside `commDir` (owned by uid 1000) unless it exists. */
+export function ensureWorkDir(commDir: string): void {
+  const dir = workDirOf(commDir);
+  Deno.mkdirSync(dir, { recursive: true, mode: 0o770 });
+  Deno.chownSync(dir, MP_UID, MP_UID);
+}
+
 /** `setpriv` arguments that run the mounter binary as uid 1000 on `commDir`. */
 export function mounterArgs(commDir: string, extraArgs: string[] = []): string[] {
   return [
@@ -125,6 +138,7 @@ export function mounterArgs(commDir: string, extraArgs: string[] = []): string[]
     "--quiet",
     ENTRYPOINTS.mounter,
     `--comm-dir=${commDir}`,
+    `--work-dir=${workDirOf(commDir)}`,
     "--engine=rclone",
     "--log-format=text",
     ...extraArgs,
@@ -133,6 +147,7 @@ export function mounterArgs(commDir: string, extraArgs: string[] = []): string[]
 
 /** Start the mounter binary as uid 1000 on `commDir`. */
 export function startMounter(commDir: string, extraArgs: string[] = []): Running {
+  ensureWorkDir(commDir);
   return spawn("setpriv", mounterArgs(commDir, extraArgs), { env: MOUNTER_ENV });
 }
 
@@ -152,14 +167,17 @@ export interface Harness extends AsyncDisposable {
   /** The node plugin process (replaced by {@link restartNode}). */
   readonly node: Running;
   /** Stop the node plugin (mounts stay) and start a new one. */
-  restartNode(between?: () => Promise<void>): Promise<void>;
+  restartNode(
+    between?: () => Promise<void>,
+    options?: { until?: "ready" | "serving" },
+  ): Promise<void>;
   readonly csi: CsiClient;
   readonly s3: S3Client;
   readonly rgw: Record<string, string>;
   readonly bucket: string;
   readonly mpPods: MpPod[];
-  /** Create a Running Mountpoint Pod and start its mounter. */
-  mountpointPod(name: string): Promise<MpPod>;
+  /** Create a Running Mountpoint Pod and start its mounter (the real one, or `options.mounter`). */
+  mountpointPod(name: string, options?: { mounter?: (commDir: string) => Running }): Promise<MpPod>;
   /** Restart the mounter of a pod (kubelet restarting the container). */
   restartMounter(pod: MpPod): Promise<void>;
   /** Create or update the S3PA assigning `workloads` to `mpPod`. */
@@ -174,6 +192,8 @@ export interface Harness extends AsyncDisposable {
   ): NodePublishVolumeRequest;
   /** Our mounts (under the kubelet root). */
   ourMounts(): Promise<string[]>;
+  /** The proxy in front of the API as the node plugin sees it (with `apiProxy`). */
+  readonly apiProxy: TcpProxy | undefined;
 }
 
 /** Options of {@link startHarness}. */
@@ -182,6 +202,8 @@ export interface HarnessOptions {
   readonly nodeArgs?: string[];
   /** Bucket to create (a fresh one per harness by default). */
   readonly bucket?: string;
+  /** Put a switchable TCP proxy between the node plugin and the API ({@link Harness.apiProxy}). */
+  readonly apiProxy?: boolean;
 }
 
 /** Start everything. */
@@ -227,7 +249,21 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     }
   });
   const sock = `${root}/csi.sock`;
-  const startNode = async () => {
+  const apiUrl = new URL(api.url);
+  const apiProxy = options.apiProxy
+    ? startTcpProxy({ hostname: apiUrl.hostname, port: Number(apiUrl.port) })
+    : undefined;
+  let nodeKubeconfig = api.kubeconfigPath;
+  if (apiProxy) {
+    nodeKubeconfig = `${root}.node.kubeconfig`;
+    const text = await Deno.readTextFile(api.kubeconfigPath);
+    await Deno.writeTextFile(
+      nodeKubeconfig,
+      text.replaceAll(api.url, `http://127.0.0.1:${apiProxy.port}`),
+    );
+  }
+  /** Start the node plugin; `until`: "ready" (caches synced) or "serving" (socket served). */
+  const startNode = async (until: "ready" | "serving" = "ready") => {
     const proc = spawnBinary("node", [
       `--node-id=${NODE}`,
       `--kubelet-path=${root}`,
@@ -237,7 +273,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       "--mount-timeout=20s",
       ...(options.nodeArgs ?? []),
     ], {
-      KUBECONFIG: api.kubeconfigPath,
+      KUBECONFIG: nodeKubeconfig,
       AWS_ACCESS_KEY_ID: rgw.AWS_ACCESS_KEY_ID!,
       AWS_SECRET_ACCESS_KEY: rgw.AWS_SECRET_ACCESS_KEY!,
       AWS_ENDPOINT_URL: rgw.S3_ENDPOINT!,
@@ -245,7 +281,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     });
     await waitFor("the node plugin to be ready", () => {
       if (proc.stderr().includes("error:")) throw new Error(`node plugin failed: ${proc.stderr()}`);
-      return proc.stderr().includes("Node plugin ready");
+      return proc.stderr().includes(until === "ready" ? "Node plugin ready" : "Serving CSI");
     }, { timeoutMs: 60_000 });
     return proc;
   };
@@ -260,13 +296,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     get node() {
       return node;
     },
-    async restartNode(between) {
+    async restartNode(between, restartOptions = {}) {
       // Close the channel first: a server going away under an open grpc-js channel can trip an
       // nghttp2 assertion in Deno's node:http2 (GOAWAY handling) and abort the test process.
       csi.close();
       await node.stop("SIGTERM");
       await between?.();
-      node = await startNode();
+      node = await startNode(restartOptions.until);
       csi = connectCsi(sock, { timeoutMs: 60_000 });
     },
     get csi() {
@@ -276,7 +312,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     rgw,
     bucket,
     mpPods,
-    async mountpointPod(name) {
+    async mountpointPod(name, podOptions = {}) {
       const created = await kube.create<KubeObject>(PODS, {
         apiVersion: "v1",
         kind: "Pod",
@@ -298,7 +334,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await Deno.mkdir(commDir, { recursive: true, mode: 0o755 });
       await Deno.chmod(commDir, 0o2770);
       await Deno.chown(commDir, MP_UID, MP_UID);
-      const mounter = startMounter(commDir);
+      ensureWorkDir(commDir);
+      const mounter = (podOptions.mounter ?? startMounter)(commDir);
       await waitFor(
         "the mounter socket",
         () => Deno.stat(`${commDir}/mount.sock`).then(() => true, () => false),
@@ -371,6 +408,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         p.startsWith(`${root}/`)
       );
     },
+    apiProxy,
     async [Symbol.asyncDispose]() {
       csi.close();
       await node.stop("SIGTERM").catch(() => {});
@@ -381,6 +419,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       // The test OSD is small (10 GiB): leave no data behind.
       await emptyAndDeleteBucket(s3, bucket).catch(() => {});
       s3.destroy();
+      await apiProxy?.down();
+      if (apiProxy) await Deno.remove(nodeKubeconfig).catch(() => {});
       await api.stop();
     },
   };
