@@ -37,6 +37,19 @@ export class MountMessageError extends Error {
 }
 
 const ARG_REGEXP = /^--[a-z0-9][a-z0-9-]*(=[^\0\n]*)?$/;
+
+/**
+ * Why the mounter would refuse `arg` in a message's `args`, or undefined. The node plugin checks
+ * the arguments it renders with this before anything is mounted, so no option can pass the node's
+ * validation and then be refused by the mounter once the FUSE mount exists.
+ */
+export function mountArgProblem(arg: string): string | undefined {
+  return ARG_REGEXP.test(arg)
+    ? undefined
+    : `${
+      JSON.stringify(arg).slice(0, 80)
+    } is not an option the mounter accepts (--name or --name=value without NUL or newline)`;
+}
 const ENV_REGEXP = /^[A-Za-z_][A-Za-z0-9_]*=[^\0]*$/;
 const BUCKET_REGEXP = /^[A-Za-z0-9][A-Za-z0-9._:-]{1,254}$/;
 

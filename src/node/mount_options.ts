@@ -11,6 +11,9 @@
  */
 import { invalidArgument } from "../csi/errors.ts";
 
+// deno-lint-ignore no-control-regex
+const CONTROL_REGEXP = /[\x00-\x1f\x7f]/;
+
 /** Parsed options: name (without dashes) → value, or `true` for a flag. */
 export type MountOptions = Map<string, string | true>;
 
@@ -59,7 +62,8 @@ export const ALLOWED_OPTIONS: Readonly<Record<string, Allowed>> = {
   "region": { value: pattern(/^[a-z0-9-]{1,32}$/, "must be a region name such as us-east-1") },
   "metadata-ttl": { value: ttl },
   "negative-metadata-ttl": { value: ttl },
-  "cache": { value: pattern(/^[^\0]{0,256}$/, "must be a path") },
+  // The value names a directory for mount-s3; the mounter replaces it with its own work dir.
+  "cache": { value: pattern(/^.{1,256}$/, "must be a path of at most 256 characters") },
   "max-cache-size": { value: integer(2 ** 31 - 1) },
   "storage-class": { value: pattern(/^[A-Z_]{1,40}$/, "must be a storage class such as STANDARD") },
   "sse": {
@@ -117,6 +121,13 @@ export function parseMountOptions(flags: readonly string[]): MountOptions {
   const out: MountOptions = new Map();
   for (const entry of flags) {
     if (entry.trim() === "") continue;
+    if (CONTROL_REGEXP.test(entry)) {
+      throw invalidArgument(
+        `Mount option ${
+          JSON.stringify(entry).slice(0, 100)
+        } contains control characters (e.g. a newline): remove them`,
+      );
+    }
     const [name, value] = splitEntry(entry);
     const refused = REFUSED_OPTIONS[name];
     if (refused !== undefined) {

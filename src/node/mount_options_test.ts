@@ -36,6 +36,10 @@ Deno.test("parseMountOptions() rejects with InvalidArgument naming the option", 
     [["region"], /"region" needs a value/],
     [["uid=1", "uid=2"], /"uid" is given more than once/],
     [["sse=rot13"], /must be aws:kms/],
+    [["cache=/tmp/x\n--endpoint-url=http://evil"], /contains control characters/],
+    [["cache=\u0000"], /contains control characters/],
+    [["region=us-east-1\r"], /contains control characters/],
+    [[`cache=${"a".repeat(300)}`], /must be a path of at most 256/],
   ];
   for (const [flags, re] of cases) {
     await t.step(flags.join(" "), () => {

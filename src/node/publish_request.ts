@@ -4,6 +4,9 @@
  * volume context (`bucketName`, `authenticationSource`, `engine`, `prefix`, `region`) and the mount
  * options (allow-list). The result is a {@link PublishParams} with the driver's own options added.
  *
+ * Validation is complete: every rule the mounter applies to the options later is applied here
+ * too, so nothing is mounted for a request that would be refused after the FUSE mount exists.
+ *
  * Pure: no I/O, so every rule is unit-tested without permissions.
  *
  * @module
@@ -17,9 +20,9 @@ import { invalidArgument } from "../csi/errors.ts";
 import { SUPPORTED_ACCESS_MODES } from "../csi/access_modes.ts";
 import { VOLUME_CONTEXT } from "../csi/volume_context.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
-import { type Engine, ENGINES } from "../mppod/mount_message.ts";
+import { type Engine, ENGINES, mountArgProblem } from "../mppod/mount_message.ts";
 import { parseTargetPath } from "../mppod/paths.ts";
-import { type MountOptions, parseMountOptions } from "./mount_options.ts";
+import { type MountOptions, parseMountOptions, renderArgs } from "./mount_options.ts";
 
 const READ_ONLY_MODES: readonly VolumeCapability_AccessMode_Mode[] = [
   "MULTI_NODE_READER_ONLY",
@@ -198,6 +201,11 @@ export function validatePublish(
   options.delete("allow-root");
   options.set("allow-other", true);
   options.set("force-path-style", true);
+  // What the mounter will check once the FUSE mount exists, checked now.
+  for (const arg of renderArgs(options)) {
+    const problem = mountArgProblem(arg);
+    if (problem) throw invalidArgument(`Mount option ${problem}`);
+  }
   return {
     volumeId,
     targetPath: req.targetPath!,

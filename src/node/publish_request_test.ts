@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import type { NodePublishVolumeRequest } from "../csi/gen/csi_types.ts";
 import { CsiError } from "../csi/errors.ts";
+import { mountArgProblem } from "../mppod/mount_message.ts";
+import { ALLOWED_OPTIONS, renderArgs } from "./mount_options.ts";
 import { checkTargetPath, validatePublish } from "./publish_request.ts";
 
 const ROOT = "/var/lib/kubelet";
@@ -130,4 +132,63 @@ Deno.test("validatePublish() rejects bad requests with InvalidArgument", async (
 
 Deno.test("checkTargetPath() names the field", () => {
   assert.throws(() => checkTargetPath(ROOT, "", "Volume path"), /Volume path not provided/);
+});
+
+const SAMPLE_VALUES: Record<string, string> = {
+  uid: "1000",
+  gid: "1000",
+  "dir-mode": "0750",
+  "file-mode": "0640",
+  prefix: "data/",
+  region: "eu-west-1",
+  "metadata-ttl": "60",
+  "negative-metadata-ttl": "indefinite",
+  cache: "/tmp/cache",
+  "max-cache-size": "100",
+  "storage-class": "STANDARD",
+  sse: "aws:kms",
+  "sse-kms-key-id": "arn:aws:kms:eu-west-1:1:key/k",
+  "max-threads": "16",
+  "part-size": "8388608",
+  "read-part-size": "8388608",
+  "write-part-size": "8388608",
+  "upload-checksums": "off",
+  "maximum-throughput-gbps": "10",
+  "aws-max-attempts": "3",
+};
+
+Deno.test("validatePublish(): every allowed option renders to an argument the mounter accepts", () => {
+  for (const [name, spec] of Object.entries(ALLOWED_OPTIONS)) {
+    const flag = spec.value ? `${name}=${SAMPLE_VALUES[name]}` : name;
+    assert.ok(!spec.value || SAMPLE_VALUES[name], `a sample value for ${name}`);
+    const p = validatePublish(
+      req({
+        volumeCapability: {
+          mount: { mountFlags: [flag] },
+          accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
+        },
+      }),
+      ROOT,
+    );
+    for (const arg of renderArgs(p.options)) assert.equal(mountArgProblem(arg), undefined, arg);
+  }
+});
+
+Deno.test("validatePublish(): a newline in an option is refused before anything is mounted", () => {
+  for (const flag of ["cache=/x\ny", "prefix=a/\n", "debug\n"]) {
+    assert.throws(
+      () =>
+        validatePublish(
+          req({
+            volumeCapability: {
+              mount: { mountFlags: [flag] },
+              accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
+            },
+          }),
+          ROOT,
+        ),
+      (e: unknown) => e instanceof CsiError && e.code === 3 && /control characters/.test(e.message),
+      flag,
+    );
+  }
 });
