@@ -111,6 +111,10 @@ export class RestKubeClient implements KubeClient {
       },
       keepAliveTimeout: 30_000,
       connections: 32,
+      // HTTP/1.1 only: undici speaks HTTP/2 through Deno's node:http2, whose nghttp2 binding can
+      // abort the whole process when the server sends GOAWAY (kube-apiserver does: idle
+      // connections, --goaway-chance, restarts). See ADR 0008.
+      allowH2: false,
     });
   }
 
