@@ -205,7 +205,7 @@ for (const c of CASES) {
   Deno.test({
     name: `spec codes: ${c.rpc} answers ${
       [...new Set(c.calls.map(([, code]) => Code[code]))].join("/")
-    } for empty and malformed requests`,
+    } for empty and malformed requests, INVALID_ARGUMENT for bytes that are not its request`,
     sanitizeResources: false,
     sanitizeOps: false,
     async fn() {
