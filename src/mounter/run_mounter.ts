@@ -1,12 +1,15 @@
 /**
- * The mounter process (Mountpoint Pod entrypoint): prepares its private work dir and wires
- * {@link Mounter} to the real system.
+ * The mounter process (Mountpoint Pod entrypoint): checks its directories, prepares its private
+ * working dir and wires {@link Mounter} to the real system.
  *
  * The mounter is PID 1 of its container and its volumes outlive container restarts, so every
- * start must succeed whatever an earlier run left: the work dir (its own `work` emptyDir, never
+ * start must succeed whatever an earlier run left. Its files live in the `work` emptyDir (never
  * the comm dir, which is small, memory-backed, holds the credentials and is shared with the node
- * plugin) is emptied first; leftovers of older versions in the comm dir (`.work-<pid>` dirs) are
- * removed; a stale `mount.sock` is replaced by the listener.
+ * plugin), in a fresh `run-<id>` dir per start; what earlier runs left is removed — and only that:
+ * a run dir is removed only when it carries the mounter's marker file, so a misconfigured work dir
+ * (a host directory, a shared volume) never loses anything the mounter did not create. Leftovers
+ * of older versions in the comm dir (`.work-<pid>` dirs) are removed; a stale `mount.sock` is
+ * replaced by the listener. Nothing is touched before the flags and both directories are checked.
  *
  * @module
  */
@@ -24,46 +27,80 @@ import type { MOUNTER_OPTIONS } from "../options/mounter_options.ts";
 
 const log = logger("mounter");
 
-/** Empty `dir` (keeping it), so a restarted mounter never meets its previous run's files. */
-export async function emptyDir(dir: string): Promise<number> {
+/** Name prefix of the per-start dirs in the work dir. */
+export const RUN_DIR_PREFIX = "run-";
+/** Marker file in every run dir: only marked dirs are ever removed. */
+export const RUN_DIR_MARKER = ".s3-csi-mounter-run";
+
+async function isDirectory(path: string): Promise<boolean> {
+  try {
+    return (await Deno.lstat(path)).isDirectory;
+  } catch {
+    return false;
+  }
+}
+
+/** Remove the run dirs an earlier mounter left in `workDir` (marked ones only; not `current`). */
+export async function removeEarlierRuns(workDir: string, current?: string): Promise<number> {
   let removed = 0;
-  for await (const e of Deno.readDir(dir)) {
-    await Deno.remove(`${dir}/${e.name}`, { recursive: true });
+  for await (const e of Deno.readDir(workDir)) {
+    if (!e.isDirectory || !e.name.startsWith(RUN_DIR_PREFIX)) continue;
+    const dir = `${workDir}/${e.name}`;
+    if (dir === current) continue;
+    const marker = await Deno.lstat(`${dir}/${RUN_DIR_MARKER}`).catch(() => undefined);
+    if (!marker?.isFile) continue;
+    await Deno.remove(dir, { recursive: true });
     removed++;
   }
   return removed;
 }
 
 /**
- * The work dir to use: `configured`, emptied. When it is the default and does not exist (a
- * Mountpoint Pod made by an older controller, without the `work` volume), a private temp dir.
- * @throws {ConfigError} when it cannot be used, or lies inside the comm dir
+ * A fresh, marked run dir inside `configured` (the earlier runs' removed). When `configured` is
+ * the default and does not exist (a Mountpoint Pod made by an older controller, without the
+ * `work` volume), a private temp dir instead.
+ * @throws {ConfigError} when the work dir cannot be used, or lies inside the comm dir
  */
 export async function prepareWorkDir(configured: string, commDir: string): Promise<string> {
-  const norm = (p: string) => p.replace(/\/+$/, "");
+  const norm = (p: string) => p.replace(/\/+$/, "") || "/";
   if (norm(configured) === norm(commDir) || norm(configured).startsWith(`${norm(commDir)}/`)) {
     throw new ConfigError(
       `--work-dir "${configured}" is inside the comm dir "${commDir}": give the mounter its own emptyDir`,
     );
   }
+  const tempDir = () =>
+    Deno.makeTempDir({ prefix: "s3csi-mounter-" }).catch((e) => {
+      throw new ConfigError(
+        `The mounter has no work dir: ${WORK_DIR} is missing or not writable and no temp dir can be made (${
+          errorMessage(e)
+        }); mount an emptyDir at ${WORK_DIR}`,
+      );
+    });
+  if (!(await isDirectory(configured))) {
+    if (configured !== WORK_DIR) {
+      throw new ConfigError(`work dir "${configured}" does not exist or is not a directory`);
+    }
+    return await tempDir();
+  }
   try {
-    const removed = await emptyDir(configured);
+    const run = await Deno.makeTempDir({ dir: configured, prefix: RUN_DIR_PREFIX });
+    await Deno.writeTextFile(`${run}/${RUN_DIR_MARKER}`, "");
+    const removed = await removeEarlierRuns(configured, run);
     if (removed) {
-      log.info("Emptied the work dir {dir} ({removed} entries of an earlier run)", {
+      log.info("Removed {removed} run dirs of earlier runs from {dir}", {
         dir: configured,
         removed,
       });
     }
-    return configured;
+    return run;
   } catch (err) {
-    if (err instanceof Deno.errors.NotFound && configured === WORK_DIR) {
-      return await Deno.makeTempDir({ prefix: "s3csi-mounter-" }).catch((e) => {
-        throw new ConfigError(
-          `The mounter has no work dir: ${WORK_DIR} does not exist and no temp dir can be made (${
-            errorMessage(e)
-          }); mount an emptyDir at ${WORK_DIR}`,
-        );
-      });
+    // The default path exists but is not ours to write (a Pod without the work volume on a host
+    // that has such a directory): a private temp dir, as when it is missing.
+    if (
+      configured === WORK_DIR &&
+      (err instanceof Deno.errors.PermissionDenied || (err as { code?: string }).code === "EROFS")
+    ) {
+      return await tempDir();
     }
     throw new ConfigError(`The work dir "${configured}" cannot be used: ${errorMessage(err)}`);
   }
@@ -94,6 +131,11 @@ export async function runMounter(
     uid: Deno.uid(),
     commDir,
   });
+  if (!(await isDirectory(commDir))) {
+    throw new ConfigError(
+      `comm dir "${commDir}" does not exist or is not a directory: mount the comm emptyDir there`,
+    );
+  }
   const workDir = await prepareWorkDir(config["work-dir"], commDir);
   await cleanCommLeftovers(commDir);
   try {
@@ -108,8 +150,6 @@ export async function runMounter(
       engine: config.engine as "auto" | Engine, // checked by the flag's choices
     }).run(signal);
   } finally {
-    if (workDir !== config["work-dir"]) {
-      await Deno.remove(workDir, { recursive: true }).catch(() => {});
-    }
+    await Deno.remove(workDir, { recursive: true }).catch(() => {});
   }
 }

@@ -25,7 +25,7 @@ export const MOUNTER_OPTIONS = {
     env: "MOUNTER_WORK_DIR",
     default: WORK_DIR,
     description:
-      "Private working directory (engine HOME); emptied at every start. Never inside the comm dir",
+      "Private working directory (engine HOME): a fresh run-<id> dir per start; only run dirs an earlier mounter marked are removed. Never inside the comm dir",
     validate: (
       v: string,
     ) => (v.startsWith("/") ? undefined : `must be an absolute path, got "${v}"`),

@@ -238,20 +238,26 @@ adversarialTest(
 );
 
 adversarialTest(
-  "mounter restart: killed 3 times as PID 1, the mounter starts clean each time (work dir emptied) and then serves a publish",
+  "mounter restart: killed 3 times as PID 1, the mounter starts clean each time (earlier run dirs removed, nothing else) and then serves a publish",
   async (h) => {
     const mp = await h.mountpointPod("mp-restart", { mounter: notListening });
     await mp.mounter.stop("SIGKILL").catch(() => {});
+    const work = workDirOf(mp.commDir);
+    await Deno.writeTextFile(`${work}/keep-me`, "not the mounter's"); // never removed
     for (let i = 0; i < 3; i++) {
-      await Deno.writeTextFile(`${workDirOf(mp.commDir)}/stale-${i}`, "from the previous run");
       await Deno.remove(`${mp.commDir}/mount.sock`).catch(() => {});
       // As in the container: a read-only root filesystem, so no temp dir outside the volumes.
       const { running, innerPid } = await startNsMounter(mp.commDir, { env: { TMPDIR: "/proc" } });
       assert.equal(await exited(running), false, `start ${i}: the mounter runs`);
-      await waitFor(`start ${i}: the work dir emptied`, async () => {
-        for await (const _ of Deno.readDir(workDirOf(mp.commDir))) return false;
-        return true;
-      });
+      await waitFor(
+        `start ${i}: one run dir (the earlier ones removed), keep-me kept`,
+        async () => {
+          const names: string[] = [];
+          for await (const e of Deno.readDir(work)) names.push(e.name);
+          return names.filter((n) => n.startsWith("run-")).length === 1 &&
+            names.includes("keep-me");
+        },
+      );
       assert.doesNotMatch(running.stderr(), /AlreadyExists|error:/);
       const inComm: string[] = [];
       for await (const e of Deno.readDir(mp.commDir)) inComm.push(e.name);
