@@ -46,14 +46,13 @@ nodeTest(
     // Unpublish needs no API.
     await h.csi.node.nodeUnpublishVolume({ volumeId: "vol-pv-d", targetPath: t2 });
     assert.ok(!(await h.ourMounts()).includes(t2));
-    // A new volume needs the API: a clear UNAVAILABLE, within its bounded wait.
-    const t0 = performance.now();
+    // A new volume needs the API: a clear UNAVAILABLE once its bounded wait ends (well before the
+    // client's deadline, which would answer DEADLINE_EXCEEDED).
     await assert.rejects(
       h.csi.node.nodePublishVolume(h.publishRequest("uid-d3", "pv-d")),
       (e: { code?: number; details?: string }) =>
         e.code === Code.UNAVAILABLE && /Kubernetes API/.test(e.details ?? ""),
     );
-    assert.ok(performance.now() - t0 < 20_000, "answered within the attachment timeout");
     assert.ok(!(await h.ourMounts()).includes(t3));
     // Still the same process: it never exited because of the API.
     assert.equal(h.node, node);
