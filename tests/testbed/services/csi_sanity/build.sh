@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Build csi-sanity (github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity) from the Go module pinned
+# in go/go.mod + go/go.sum, once, into a cache outside the repository keyed by the csi-test
+# version. Skips the build when the cached binary matches the module files and the toolchain.
+#
+# Usage: tests/testbed/services/csi_sanity/build.sh
+#   stdout (last line): CSI_SANITY_BIN=<path of the csi-sanity binary>
+#   exit 0 ok | 1 build failed | 3 cannot build on this machine (callers skip)
+#
+# Env: CSI_SANITY_CACHE          cache root (default /var/cache/s3csi-csi-sanity)
+#      CSI_SANITY_GO             go binary (default: go on PATH, then /usr/local/go/bin/go)
+#      CSI_SANITY_BUILD_TIMEOUT  seconds for module download + build (default 1200)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+GOMOD_DIR="$HERE/go"
+CACHE="${CSI_SANITY_CACHE:-/var/cache/s3csi-csi-sanity}"
+TIMEOUT="${CSI_SANITY_BUILD_TIMEOUT:-1200}"
+PKG="github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity"
+
+log() { printf 'csi_sanity: %s\n' "$*" >&2; }
+die() { # die CODE MESSAGE...
+  local code="$1"
+  shift
+  printf 'csi_sanity: ERROR: %s\n' "$*" >&2
+  exit "$code"
+}
+skip() {
+  printf 'csi_sanity: SKIP: %s\n' "$*" >&2
+  exit 3
+}
+
+VERSION="$(awk '$1 == "github.com/kubernetes-csi/csi-test/v5" && $2 ~ /^v/ { print $2; exit }' "$GOMOD_DIR/go.mod")"
+[ -n "$VERSION" ] || die 1 "cannot read the csi-test version from $GOMOD_DIR/go.mod"
+# The Go version csi-test's own go.mod asks for (our go.mod repeats it).
+GO_WANT="$(awk '$1 == "go" { print $2; exit }' "$GOMOD_DIR/go.mod")"
+VERDIR="$CACHE/$VERSION"
+BIN="$VERDIR/bin/csi-sanity"
+
+export GOTOOLCHAIN=local # never download another toolchain
+find_go() {
+  if [ -n "${CSI_SANITY_GO:-}" ]; then
+    [ -x "$CSI_SANITY_GO" ] && echo "$CSI_SANITY_GO"
+  elif command -v go >/dev/null 2>&1; then
+    command -v go
+  elif [ -x /usr/local/go/bin/go ]; then
+    echo /usr/local/go/bin/go
+  else
+    return 1
+  fi
+}
+version_ge() { # version_ge HAVE WANT: both like 1.25.0 / 1.26.8
+  [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]
+}
+
+GO_PROBLEM=""
+if GO="$(find_go)"; then
+  GO_VERSION="$("$GO" env GOVERSION 2>/dev/null || true)"
+  if ! version_ge "${GO_VERSION#go}" "$GO_WANT"; then
+    GO_PROBLEM="csi-test $VERSION needs Go >= $GO_WANT (found '${GO_VERSION:-none}' at $GO)"
+  fi
+else
+  GO_PROBLEM="no Go toolchain (go not on PATH, no /usr/local/go/bin/go, CSI_SANITY_GO='${CSI_SANITY_GO:-}')"
+fi
+
+STAMP_WANT="$(cat "$GOMOD_DIR/go.mod" "$GOMOD_DIR/go.sum" | sha256sum | cut -d' ' -f1)"
+if [ -n "$GO_PROBLEM" ]; then
+  # Without a usable Go, a cached binary built from the same module files is still good.
+  if [ -x "$BIN" ] && [ "$(cut -d' ' -f1 "$VERDIR/stamp" 2>/dev/null || true)" = "$STAMP_WANT" ]; then
+    log "$GO_PROBLEM; using the cached $BIN"
+    echo "CSI_SANITY_BIN=$BIN"
+    exit 0
+  fi
+  skip "$GO_PROBLEM"
+fi
+STAMP_WANT="$STAMP_WANT $GO_VERSION"
+
+mkdir -p "$VERDIR" 2>/dev/null || skip "cannot create cache dir $VERDIR (set CSI_SANITY_CACHE)"
+[ -w "$VERDIR" ] || skip "cache dir $VERDIR is not writable (set CSI_SANITY_CACHE)"
+# One build at a time per cache (parallel test files may all call us).
+exec 9>"$VERDIR/.lock"
+flock -w "$TIMEOUT" 9 || die 1 "timed out waiting for another build holding $VERDIR/.lock"
+
+if [ -x "$BIN" ] && [ "$(cat "$VERDIR/stamp" 2>/dev/null || true)" = "$STAMP_WANT" ]; then
+  log "csi-sanity $VERSION already built: $BIN"
+  echo "CSI_SANITY_BIN=$BIN"
+  exit 0
+fi
+
+rm -f "$VERDIR/stamp"
+tmp="$(mktemp -d "$VERDIR/.build.XXXXXX")"
+# The only recursive removal here: our own mktemp dir, checked by name, never through a symlink
+# or into another file system.
+remove_tmp() {
+  case "$tmp" in
+  "$VERDIR"/.build.??????)
+    if [ -d "$tmp" ] && [ ! -L "$tmp" ]; then rm -rf --one-file-system -- "$tmp"; fi
+    ;;
+  *) log "not removing unexpected build dir '$tmp'" ;;
+  esac
+}
+trap remove_tmp EXIT
+t0=$(date +%s)
+log "building csi-sanity $VERSION with $GO_VERSION (timeout ${TIMEOUT}s; about a minute on 2 cores)"
+out="$(
+  cd "$GOMOD_DIR" &&
+    CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -mod=readonly" \
+      timeout "$TIMEOUT" "$GO" build -ldflags "-s -w -X main.VERSION=$VERSION" -o "$tmp/" "$PKG" 2>&1
+)" || {
+  rc=$?
+  printf '%s\n' "$out" | tail -n 15 >&2
+  [ "$rc" -eq 124 ] && die 1 "go build timed out after ${TIMEOUT}s"
+  case "$out" in
+  *"missing go.sum entry"* | *"checksum mismatch"* | *"SECURITY ERROR"* | *"updates to go.mod needed"*)
+    die 1 "$GOMOD_DIR/go.mod or go.sum is inconsistent" ;;
+  *"dial tcp"* | *"no such host"* | *"proxy.golang.org"* | *"i/o timeout"* | *"connection refused"*)
+    skip "cannot download Go modules (module proxy unreachable?)" ;;
+  esac
+  die 1 "go build failed (exit $rc)"
+}
+mkdir -p "$VERDIR/bin"
+mv -f "$tmp/csi-sanity" "$BIN"
+echo "$STAMP_WANT" >"$VERDIR/stamp"
+log "built $BIN in $(($(date +%s) - t0))s ($("$BIN" -version))"
+echo "CSI_SANITY_BIN=$BIN"
