@@ -23,7 +23,7 @@ import type {
   NodeUnpublishVolumeRequest,
   NodeUnpublishVolumeResponse,
 } from "../csi/gen/csi_types.ts";
-import { codeName, CsiError } from "../csi/errors.ts";
+import { Code, codeName, CsiError, invalidArgument, notFound } from "../csi/errors.ts";
 import type { Files } from "../sys/files.ts";
 import type { Sys } from "../sys/sys.ts";
 import { logger } from "../util/log.ts";
@@ -134,14 +134,24 @@ export class NodeService implements Partial<NodeHandlers> {
     }
   }
 
-  /** Health of a published volume (`VolumeCondition`). */
+  /**
+   * Health of a published volume (`VolumeCondition`). A missing volume id or path is
+   * InvalidArgument; a path where kubelet never publishes a volume of ours is NotFound, like a
+   * target that is not mounted.
+   */
   async nodeGetVolumeStats(
     req: NodeGetVolumeStatsRequest,
     context?: CallContext,
   ): Promise<NodeGetVolumeStatsResponse> {
     const { sys, files, pods, health, kubeletRoot } = this.#d;
     checkVolumeId(req.volumeId);
-    checkTargetPath(kubeletRoot, req.volumePath, "Volume path");
+    if (!req.volumePath) throw invalidArgument("Volume path not provided");
+    try {
+      checkTargetPath(kubeletRoot, req.volumePath, "Volume path");
+    } catch (err) {
+      if (!(err instanceof CsiError) || err.code !== Code.INVALID_ARGUMENT) throw err;
+      throw notFound(`${err.message}; no volume of this driver is published there`);
+    }
     return await volumeStats(
       { sys, files, pods, health, kubeletRoot },
       req.volumePath!,

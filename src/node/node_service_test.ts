@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { CsiError } from "../csi/errors.ts";
 import { SysError } from "../sys/errno.ts";
-import { world } from "./_test_fixtures.ts";
+import { ROOT, world } from "./_test_fixtures.ts";
 
 Deno.test("NodeService.nodeGetInfo() returns the node id without topology", async () => {
   await using w = await world();
@@ -48,4 +48,21 @@ Deno.test("NodeService publish, stats (healthy, dead, not mounted), unpublish", 
   );
   await assert.rejects(svc.nodePublishVolume({ volumeId: "v" }), /Target path not provided/);
   assert.deepEqual(observed, ["publish:OK", "unpublish:OK", "publish:INVALID_ARGUMENT"]);
+});
+
+Deno.test("NodeService.nodeGetVolumeStats() answers InvalidArgument for missing fields, NotFound for a path that is no target", async () => {
+  await using w = await world();
+  const svc = w.service();
+  const code = (n: number) => (e: unknown) => e instanceof CsiError && e.code === n;
+  await assert.rejects(svc.nodeGetVolumeStats({ volumePath: w.target("uid-a", "pv-1") }), code(3));
+  await assert.rejects(svc.nodeGetVolumeStats({ volumeId: "vol-pv-1" }), code(3));
+  await assert.rejects(svc.nodeGetVolumeStats({ volumeId: "v", volumePath: "some/path" }), code(5));
+  await assert.rejects(
+    svc.nodeGetVolumeStats({ volumeId: "v", volumePath: `${ROOT}/pods/uid-a/volumes` }),
+    code(5),
+  );
+  await assert.rejects(
+    svc.nodeGetVolumeStats({ volumeId: "v", volumePath: w.target("uid-a", "pv-1") }),
+    code(5),
+  );
 });
