@@ -36,10 +36,13 @@ Deno.test("NodeService publish, stats (healthy, dead, not mounted), unpublish", 
   });
   const ok = await svc.nodeGetVolumeStats({ volumeId: "vol-pv-1", volumePath: t });
   assert.equal(ok.volumeCondition?.abnormal, false);
+  // kubelet refuses a stats answer without any usage entry.
+  assert.deepEqual(ok.usage, [{ unit: "BYTES" }]);
   w.files.failStat(t, new SysError(107, "stat", { path: t }));
   const dead = await svc.nodeGetVolumeStats({ volumeId: "vol-pv-1", volumePath: t });
   assert.equal(dead.volumeCondition?.abnormal, true);
   assert.match(dead.volumeCondition?.message ?? "", /not connected.*repaired on the next/);
+  assert.deepEqual(dead.usage, [{ unit: "BYTES" }]);
   w.files.failStat(t, undefined);
   await svc.nodeUnpublishVolume({ volumeId: "vol-pv-1", targetPath: t });
   await assert.rejects(

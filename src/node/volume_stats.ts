@@ -3,12 +3,14 @@
  * connection must answer (a dead engine gives `ENOTCONN` at once, a hung one times out: see
  * `health.ts`, which keeps at most one probe per connection in flight); its Mountpoint Pod must be
  * Running and must not have reported an error. Any failure is reported as
- * `VolumeCondition{abnormal: true}` with a message saying what to do. S3 has no capacity, so no
- * usage is reported.
+ * `VolumeCondition{abnormal: true}` with a message saying what to do. S3 has no capacity: the
+ * usage is one `BYTES` entry without figures ({@link UNKNOWN_USAGE}), because kubelet rejects an
+ * answer whose usage list is empty ("failed to get usage from response. usage is nil") before it
+ * looks at the volume condition.
  *
  * @module
  */
-import type { NodeGetVolumeStatsResponse } from "../csi/gen/csi_types.ts";
+import type { NodeGetVolumeStatsResponse, VolumeUsage } from "../csi/gen/csi_types.ts";
 import { notFound } from "../csi/errors.ts";
 import { sourceMountRoot } from "../mppod/paths.ts";
 import type { Files } from "../sys/files.ts";
@@ -18,6 +20,9 @@ import type { Sys } from "../sys/sys.ts";
 import { openCommDir, readMountError, shortMessage } from "./comm_dir.ts";
 import type { HealthChecker } from "./health.ts";
 import { describePodState, type MountpointPods } from "./mountpoint_pods.ts";
+
+/** Usage of an S3 volume: unit bytes, no figures (all three are optional in the CSI spec). */
+export const UNKNOWN_USAGE: readonly VolumeUsage[] = Object.freeze([{ unit: "BYTES" as const }]);
 
 /** The source mount (and so the Mountpoint Pod name) behind a target mount. */
 export function sourceOf(
@@ -55,7 +60,7 @@ export async function volumeStats(
   const target = findMount(mounts, volumePath);
   if (!target) throw notFound(`Volume path "${volumePath}" is not mounted on this node`);
   const abnormal = (message: string): NodeGetVolumeStatsResponse => ({
-    usage: [],
+    usage: [...UNKNOWN_USAGE],
     volumeCondition: { abnormal: true, message },
   });
   const source = sourceOf(mounts, target, deps.kubeletRoot);
@@ -78,7 +83,7 @@ export async function volumeStats(
   if (!pod) {
     // Without the API cache (API down since the start) nothing more can be said.
     if (!deps.pods.synced) {
-      return { usage: [], volumeCondition: { abnormal: false, message: "Volume is healthy" } };
+      return { usage: [...UNKNOWN_USAGE], volumeCondition: { abnormal: false, message: "Volume is healthy" } };
     }
     return abnormal(`Mountpoint Pod ${ns}/${source.mpName} of this volume no longer exists`);
   }
@@ -95,5 +100,8 @@ export async function volumeStats(
       return abnormal(`Mountpoint Pod ${ns}/${source.mpName} reported: ${shortMessage(error)}`);
     }
   }
-  return { usage: [], volumeCondition: { abnormal: false, message: "Volume is healthy" } };
+  return {
+    usage: [...UNKNOWN_USAGE],
+    volumeCondition: { abnormal: false, message: "Volume is healthy" },
+  };
 }
