@@ -11,14 +11,21 @@ export const BUILD_SCRIPT = `${ROOT}tests/testbed/services/csi_sanity/build.sh`;
 
 /** Outcome of locating csi-sanity. */
 export type SanityBinary =
-  | { readonly path: string }
+  | { readonly path: string; readonly version: string }
   | { readonly skip: string }
   | { readonly error: string };
+
+/** The version a csi-sanity binary reports (`csi-sanity -version`). */
+async function versionOf(path: string): Promise<string> {
+  const out = await new Deno.Command(path, { args: ["-version"], stdout: "piped", stderr: "null" })
+    .output();
+  return /Version = (\S+)/.exec(new TextDecoder().decode(out.stdout))?.[1] ?? "unknown";
+}
 
 /** `CSI_SANITY_BIN` when set, else the build script's answer. */
 export async function csiSanityBinary(): Promise<SanityBinary> {
   const fromEnv = Deno.env.get("CSI_SANITY_BIN");
-  if (fromEnv) return { path: fromEnv };
+  if (fromEnv) return { path: fromEnv, version: await versionOf(fromEnv) };
   const out = await new Deno.Command("bash", {
     args: [BUILD_SCRIPT],
     stdin: "null",
@@ -33,7 +40,7 @@ export async function csiSanityBinary(): Promise<SanityBinary> {
   if (out.code !== 0 || !path) {
     return { error: `${BUILD_SCRIPT} failed (exit ${out.code}): ${stderr.slice(-2000)}` };
   }
-  return { path };
+  return { path, version: await versionOf(path) };
 }
 
 /** One spec of a JUnit report. */

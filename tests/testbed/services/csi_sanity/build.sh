@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Build csi-sanity (github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity) from the Go module pinned
-# in go/go.mod + go/go.sum, once, into a cache outside the repository keyed by the csi-test
-# version. Skips the build when the cached binary matches the module files and the toolchain.
+# Build csi-sanity (github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity) from a Go module pinned
+# here (v<version>/go.mod + go.sum), once, into a cache outside the repository keyed by the
+# csi-test version. Takes the newest pinned version the local Go can build: v5.6.0 needs Go >= 1.25,
+# v5.4.0 Go >= 1.23 (Debian 13's Go 1.24, bookworm-backports). Skips the build when the cached
+# binary matches the module files and the toolchain.
 #
 # Usage: tests/testbed/services/csi_sanity/build.sh
 #   stdout (last line): CSI_SANITY_BIN=<path of the csi-sanity binary>
@@ -9,11 +11,11 @@
 #
 # Env: CSI_SANITY_CACHE          cache root (default /var/cache/s3csi-csi-sanity)
 #      CSI_SANITY_GO             go binary (default: go on PATH, then /usr/local/go/bin/go)
+#      CSI_SANITY_VERSION        build this pinned version only (e.g. v5.4.0)
 #      CSI_SANITY_BUILD_TIMEOUT  seconds for module download + build (default 1200)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-GOMOD_DIR="$HERE/go"
 CACHE="${CSI_SANITY_CACHE:-/var/cache/s3csi-csi-sanity}"
 TIMEOUT="${CSI_SANITY_BUILD_TIMEOUT:-1200}"
 PKG="github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity"
@@ -29,13 +31,6 @@ skip() {
   printf 'csi_sanity: SKIP: %s\n' "$*" >&2
   exit 3
 }
-
-VERSION="$(awk '$1 == "github.com/kubernetes-csi/csi-test/v5" && $2 ~ /^v/ { print $2; exit }' "$GOMOD_DIR/go.mod")"
-[ -n "$VERSION" ] || die 1 "cannot read the csi-test version from $GOMOD_DIR/go.mod"
-# The Go version csi-test's own go.mod asks for (our go.mod repeats it).
-GO_WANT="$(awk '$1 == "go" { print $2; exit }' "$GOMOD_DIR/go.mod")"
-VERDIR="$CACHE/$VERSION"
-BIN="$VERDIR/bin/csi-sanity"
 
 export GOTOOLCHAIN=local # never download another toolchain
 find_go() {
@@ -53,26 +48,53 @@ version_ge() { # version_ge HAVE WANT: both like 1.25.0 / 1.26.8
   [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]
 }
 
+# Pinned versions, newest first, and the Go each needs (the go directive of its go.mod).
+mapfile -t PINNED < <(cd "$HERE" && ls -d v*/ | tr -d / | sort -rV)
+[ "${#PINNED[@]}" -gt 0 ] || die 1 "no pinned csi-test module under $HERE"
+if [ -n "${CSI_SANITY_VERSION:-}" ]; then
+  [ -f "$HERE/$CSI_SANITY_VERSION/go.mod" ] || die 1 "CSI_SANITY_VERSION=$CSI_SANITY_VERSION is not pinned under $HERE"
+  PINNED=("$CSI_SANITY_VERSION")
+fi
+go_wanted() { awk '$1 == "go" { print $2; exit }' "$HERE/$1/go.mod"; }
+stamp_of() { cat "$HERE/$1/go.mod" "$HERE/$1/go.sum" | sha256sum | cut -d' ' -f1; }
+
 GO_PROBLEM=""
 if GO="$(find_go)"; then
   GO_VERSION="$("$GO" env GOVERSION 2>/dev/null || true)"
-  if ! version_ge "${GO_VERSION#go}" "$GO_WANT"; then
-    GO_PROBLEM="csi-test $VERSION needs Go >= $GO_WANT (found '${GO_VERSION:-none}' at $GO)"
-  fi
 else
   GO_PROBLEM="no Go toolchain (go not on PATH, no /usr/local/go/bin/go, CSI_SANITY_GO='${CSI_SANITY_GO:-}')"
 fi
+VERSION=""
+if [ -z "$GO_PROBLEM" ]; then
+  for v in "${PINNED[@]}"; do
+    if version_ge "${GO_VERSION#go}" "$(go_wanted "$v")"; then
+      VERSION="$v"
+      break
+    fi
+  done
+  if [ -z "$VERSION" ]; then
+    needs="$(for v in "${PINNED[@]}"; do printf '%s needs Go >= %s; ' "$v" "$(go_wanted "$v")"; done)"
+    GO_PROBLEM="${needs}found '${GO_VERSION:-none}' at $GO"
+  fi
+fi
 
-STAMP_WANT="$(cat "$GOMOD_DIR/go.mod" "$GOMOD_DIR/go.sum" | sha256sum | cut -d' ' -f1)"
 if [ -n "$GO_PROBLEM" ]; then
   # Without a usable Go, a cached binary built from the same module files is still good.
-  if [ -x "$BIN" ] && [ "$(cut -d' ' -f1 "$VERDIR/stamp" 2>/dev/null || true)" = "$STAMP_WANT" ]; then
-    log "$GO_PROBLEM; using the cached $BIN"
-    echo "CSI_SANITY_BIN=$BIN"
-    exit 0
-  fi
+  for v in "${PINNED[@]}"; do
+    bin="$CACHE/$v/bin/csi-sanity"
+    if [ -x "$bin" ] && [ "$(cut -d' ' -f1 "$CACHE/$v/stamp" 2>/dev/null || true)" = "$(stamp_of "$v")" ]; then
+      log "$GO_PROBLEM; using the cached $bin"
+      echo "CSI_SANITY_BIN=$bin"
+      exit 0
+    fi
+  done
   skip "$GO_PROBLEM"
 fi
+
+GOMOD_DIR="$HERE/$VERSION"
+VERDIR="$CACHE/$VERSION"
+BIN="$VERDIR/bin/csi-sanity"
+STAMP_WANT="$(stamp_of "$VERSION")"
 STAMP_WANT="$STAMP_WANT $GO_VERSION"
 
 mkdir -p "$VERDIR" 2>/dev/null || skip "cannot create cache dir $VERDIR (set CSI_SANITY_CACHE)"
