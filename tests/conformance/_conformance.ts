@@ -4,8 +4,9 @@
  * emulator, so its attachment sweeper never sees the hand-made S3PAs), the proxy that gives
  * csi-sanity kubelet-style targets and prepared attachments, and the two csi-sanity runs:
  *
- * 1. `main`: `--csi.endpoint` = the proxy (Node service → node plugin; Identity → controller, see
- *    below), `--csi.controllerendpoint` = the controller's socket. Node and Controller specs.
+ * 1. one main run per {@link VARIANTS} entry: `--csi.endpoint` = the proxy (Node service → node
+ *    plugin; Identity → controller, see below), `--csi.controllerendpoint` = the controller's
+ *    socket. Node and Controller specs, with that variant's StorageClass parameters and secrets.
  * 2. `identity`: `--csi.endpoint` = the node plugin's own socket, `--csi.controllerendpoint` = the
  *    controller's. Identity specs, which call both endpoints' Identity service.
  *
@@ -24,7 +25,7 @@ import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
 import { serviceDefinition } from "../../src/csi/proto.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
-import { ListBucketsCommand } from "@aws-sdk/client-s3";
+import { ListBucketsCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { ROOT, type Running, spawnBinary, waitFor } from "../_helpers.ts";
 import { startHarness } from "../node/_harness.ts";
 import { emptyAndDeleteBucket } from "../node/_s3_cleanup.ts";
@@ -41,9 +42,42 @@ const WORK_PREFIX = "s3csi-conformance-";
 /** Hook scripts given to csi-sanity. */
 export const HOOKS = `${ROOT}tests/conformance/hooks`;
 
+/** One way of provisioning and publishing the volumes of a main run. */
+export interface Variant {
+  /** Short name, part of each spec's test name. */
+  readonly name: string;
+  /** StorageClass parameters (`--csi.testvolumeparameters`). */
+  parameters(ctx: { bucketNamePrefix: string; existingBucket: string }): Record<string, string>;
+  /**
+   * Provisioner (CreateVolume, DeleteVolume, ValidateVolumeCapabilities) and node-publish secrets
+   * holding the RGW test user's keys (`--csi.secrets`): volumes then carry
+   * `authenticationSource: secret`. Without: the controller's and node plugin's driver credentials.
+   */
+  readonly secrets: boolean;
+}
+
+/** The main runs. */
+export const VARIANTS: readonly Variant[] = [
+  {
+    name: "bucket mode, secrets",
+    parameters: ({ bucketNamePrefix }) => ({ bucketNamePrefix, deletePolicy: "delete-all" }),
+    secrets: true,
+  },
+  {
+    name: "prefix mode, driver credentials",
+    parameters: ({ existingBucket }) => ({
+      mode: "prefix",
+      bucketName: existingBucket,
+      deletePolicy: "delete-all",
+    }),
+    secrets: false,
+  },
+];
+
 /** What the tier produced. */
 export interface ConformanceResult {
-  readonly runs: { readonly main: SanityRun; readonly identity: SanityRun };
+  /** Main runs by variant name, and the identity run. */
+  readonly runs: { readonly main: Record<string, SanityRun>; readonly identity: SanityRun };
   /** Things left behind or going wrong outside csi-sanity's own checks. */
   readonly problems: string[];
   /** Mountpoint Pods started / retired cleanly, and publishes checked to be real FUSE binds. */
@@ -120,9 +154,6 @@ export async function runConformance(o: ConformanceOptions): Promise<Conformance
       return (await Deno.stat(controllerSock).catch(() => undefined))?.isSocket;
     }, { timeoutMs: 60_000, intervalMs: 100 });
 
-    // StorageClass parameters and provisioner/node-publish secrets (the RGW test user's keys).
-    const params = `${work}/parameters.yaml`;
-    await Deno.writeTextFile(params, `bucketNamePrefix: ${prefix}\ndeletePolicy: delete-all\n`);
     const keys = `  access_key_id: ${h.rgw.AWS_ACCESS_KEY_ID}\n` +
       `  secret_access_key: ${h.rgw.AWS_SECRET_ACCESS_KEY}\n`;
     const secrets = `${work}/secrets.yaml`;
@@ -170,22 +201,32 @@ export async function runConformance(o: ConformanceOptions): Promise<Conformance
       `--csi.createstagingpathcmd=${HOOKS}/create_staging.sh`,
       `--csi.removestagingpathcmd=${HOOKS}/remove_staging.sh`,
       `--csi.checkpathcmd=${HOOKS}/check_path.sh`,
-      `--csi.testvolumeparameters=${params}`,
-      `--csi.secrets=${secrets}`,
     ];
     const env = {
       PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
       HOME: Deno.env.get("HOME") ?? "/root",
       CONFORMANCE_KUBELET_ROOT: root,
     };
-    o.log(`csi-sanity main run (node plugin through the proxy, controller on ${controllerSock})`);
-    const main = await runSanity(o.bin, [
-      `--csi.endpoint=unix://${work}/proxy.sock`,
-      ...common,
-      `--ginkgo.skip=${IDENTITY}`,
-      ...o.skip.map((s) => `--ginkgo.skip=${specRegExp(s)}`),
-    ], { reportPath: `${work}/main.xml`, env, timeoutMs: 20 * 60_000 });
-    o.log(`csi-sanity main run: exit ${main.code} in ${main.seconds.toFixed(1)} s`);
+    const main: Record<string, SanityRun> = {};
+    for (const [i, v] of VARIANTS.entries()) {
+      const params = `${work}/parameters-${i}.yaml`;
+      const values = v.parameters({ bucketNamePrefix: prefix, existingBucket: h.bucket });
+      await Deno.writeTextFile(
+        params,
+        Object.entries(values).map(([k, val]) => `${k}: ${JSON.stringify(val)}\n`).join(""),
+      );
+      o.log(`csi-sanity main run (${v.name}): node plugin through the proxy, controller`);
+      const run = await runSanity(o.bin, [
+        `--csi.endpoint=unix://${work}/proxy.sock`,
+        ...common,
+        `--csi.testvolumeparameters=${params}`,
+        ...(v.secrets ? [`--csi.secrets=${secrets}`] : []),
+        `--ginkgo.skip=${IDENTITY}`,
+        ...o.skip.map((s) => `--ginkgo.skip=${specRegExp(s)}`),
+      ], { reportPath: `${work}/main-${i}.xml`, env, timeoutMs: 20 * 60_000 });
+      o.log(`csi-sanity main run (${v.name}): exit ${run.code} in ${run.seconds.toFixed(1)} s`);
+      main[v.name] = run;
+    }
     const identity = await runSanity(o.bin, [
       `--csi.endpoint=unix://${root}/csi.sock`,
       ...common,
@@ -210,6 +251,14 @@ export async function runConformance(o: ConformanceOptions): Promise<Conformance
         new Promise<false>((r) => setTimeout(() => r(false), 100)),
       ]);
       if (!done) problems.push(`mounter of Mountpoint Pod ${p.name} is still running`);
+    }
+    const objects = await h.s3.send(new ListObjectsV2Command({ Bucket: h.bucket }));
+    if (objects.KeyCount) {
+      problems.push(
+        `objects left in ${h.bucket} by prefix-mode volumes (DeleteVolume did not remove them): ${
+          (objects.Contents ?? []).map((c) => c.Key).join(", ")
+        }`,
+      );
     }
     const listed = await h.s3.send(new ListBucketsCommand({}));
     const buckets = (listed.Buckets ?? []).map((b) => b.Name!).filter((n) => n.startsWith(prefix));

@@ -12,8 +12,8 @@ import assert from "node:assert/strict";
 import { dirname } from "node:path";
 import { ROOT } from "../_helpers.ts";
 import { skipReason } from "../node/_harness.ts";
-import { type ConformanceResult, runConformance } from "./_conformance.ts";
-import { csiSanityBinary, listSpecs, type SpecResult } from "./_sanity.ts";
+import { type ConformanceResult, runConformance, VARIANTS } from "./_conformance.ts";
+import { csiSanityBinary, listSpecs, type SanityRun, type SpecResult } from "./_sanity.ts";
 import { removeOwnTree } from "./_remove_tree.ts";
 import { EXCLUDED, expectedNotToRun, LISTED_VERSION, NOT_ADVERTISED } from "./_skipped_specs.ts";
 
@@ -68,24 +68,25 @@ function registerTests(bin: string, version: string, all: SpecResult[]): void {
       skip: EXCLUDED.map((e) => e.spec),
       log: (l) => say(`  ${l}`),
     });
-  const resultOf = (r: ConformanceResult, spec: string): SpecResult | undefined =>
-    (spec.startsWith("Identity Service ") ? r.runs.identity : r.runs.main).specs.find((s) =>
-      s.name === spec
-    );
+  const isIdentity = (spec: string) => spec.startsWith("Identity Service ");
+  /** The runs a spec belongs to: the identity run, or every main run (one per variant). */
+  const runsOf = (r: ConformanceResult, spec: string): [string, SanityRun][] =>
+    isIdentity(spec) ? [["identity", r.runs.identity]] : Object.entries(r.runs.main);
+  const find = (run: SanityRun, spec: string) => run.specs.find((s) => s.name === spec);
 
   Deno.test({
     name: "csi-sanity runs against the node plugin and the controller on RGW; nothing is left",
     ...OPTS,
     async fn() {
       const r = await results();
-      const ran = [...r.runs.main.specs, ...r.runs.identity.specs].filter((s) =>
-        s.status === "passed" || s.status === "failed"
-      );
+      const runs = [...Object.values(r.runs.main), r.runs.identity];
+      const count = (status: string) =>
+        runs.reduce((n, run) => n + run.specs.filter((s) => s.status === status).length, 0);
       say(
-        `  csi-sanity ${version}: ${ran.filter((s) => s.status === "passed").length} passed, ` +
-          `${ran.filter((s) => s.status === "failed").length} failed, ${notRun.size} not run ` +
-          `(listed); tier ${r.seconds.toFixed(1)} s (csi-sanity ${
-            (r.runs.main.seconds + r.runs.identity.seconds).toFixed(1)
+        `  csi-sanity ${version}: ${count("passed")} passed, ${count("failed")} failed in ` +
+          `${runs.length} runs (${VARIANTS.map((v) => v.name).join("; ")}; identity), ` +
+          `${notRun.size} specs not run (listed); tier ${r.seconds.toFixed(1)} s (csi-sanity ${
+            runs.reduce((n, run) => n + run.seconds, 0).toFixed(1)
           } s); Mountpoint Pods started ${r.mountpointPods.started}, retired ` +
           `${r.mountpointPods.retired}; publishes checked as FUSE binds ` +
           `${r.mountpointPods.verifiedMounts}; node calls ${JSON.stringify(r.calls)}`,
@@ -99,12 +100,22 @@ function registerTests(bin: string, version: string, all: SpecResult[]): void {
     },
   });
 
-  for (const spec of specs.filter((s) => !notRun.has(s))) {
+  const mustRun = specs.filter((s) => !notRun.has(s));
+  type Case = { spec: string; variant: string | undefined };
+  const cases = mustRun.flatMap((spec): Case[] =>
+    isIdentity(spec)
+      ? [{ spec, variant: undefined }]
+      : VARIANTS.map((v) => ({ spec, variant: v.name }))
+  );
+  for (const { spec, variant } of cases) {
     Deno.test({
-      name: `csi-sanity: ${spec}`,
+      name: variant ? `csi-sanity (${variant}): ${spec}` : `csi-sanity: ${spec}`,
       ...OPTS,
       async fn() {
-        const s = resultOf(await results(), spec);
+        const r = await results();
+        const run = variant ? r.runs.main[variant] : r.runs.identity;
+        assert.ok(run, `no csi-sanity run for ${variant}`);
+        const s = find(run, spec);
         assert.ok(s, `csi-sanity did not report "${spec}"`);
         if (s.status === "skipped") {
           assert.fail(
@@ -127,19 +138,23 @@ function registerTests(bin: string, version: string, all: SpecResult[]): void {
       const wrong: string[] = [];
       for (const g of NOT_ADVERTISED) {
         for (const spec of g.specs.filter((s) => notRun.has(s))) {
-          const s = resultOf(r, spec);
-          if (s?.status !== "skipped" || !g.skipMessages.includes(s.message)) {
-            wrong.push(
-              `${spec}: expected skip (${g.capability} not advertised), got ${s?.status} ${
-                s?.message ?? ""
-              }`,
-            );
+          for (const [name, run] of runsOf(r, spec)) {
+            const s = find(run, spec);
+            if (s?.status !== "skipped" || !g.skipMessages.includes(s.message)) {
+              wrong.push(
+                `${spec} (${name}): expected skip (${g.capability} not advertised), got ${s?.status} ${
+                  s?.message ?? ""
+                }`,
+              );
+            }
           }
         }
       }
       for (const e of EXCLUDED) {
-        const s = resultOf(r, e.spec);
-        if (s?.status !== "skipped") wrong.push(`${e.spec}: excluded but ${s?.status}`);
+        for (const [name, run] of runsOf(r, e.spec)) {
+          const s = find(run, e.spec);
+          if (s?.status !== "skipped") wrong.push(`${e.spec} (${name}): excluded but ${s?.status}`);
+        }
       }
       assert.deepEqual(wrong, []);
       const readme = await Deno.readTextFile(README);
