@@ -32,6 +32,7 @@ import { emptyAndDeleteBucket } from "../node/_s3_cleanup.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
 import { Attachments, type AttachmentStats } from "./_attachments.ts";
 import { readStringField, toKubeletRequest } from "./_kubelet_paths.ts";
+import { logTail, type LogTails } from "./_log_tail.ts";
 import { startProxy } from "./_proxy.ts";
 import { removeOwnTree } from "./_remove_tree.ts";
 import { runSanity, type SanityRun } from "./_sanity.ts";
@@ -85,6 +86,19 @@ export interface ConformanceResult {
   /** Node-service calls relayed by the proxy, by method. */
   readonly calls: Record<string, number>;
   readonly seconds: number;
+  /** The last lines of the node plugin's and the controller's logs (printed when a spec fails). */
+  readonly logs: LogTails;
+}
+
+/** The tier could not finish; {@link logs} holds the driver processes' log tails. */
+export class ConformanceError extends Error {
+  override readonly name = "ConformanceError";
+  /** Filled in once the processes are stopped (before the caller sees the error). */
+  readonly logs: LogTails;
+  constructor(message: string, logs: LogTails, options?: ErrorOptions) {
+    super(message, options);
+    this.logs = logs;
+  }
 }
 
 /** Options of {@link runConformance}. */
@@ -135,6 +149,7 @@ export async function runConformance(o: ConformanceOptions): Promise<Conformance
   const controllerSock = `${work}/controller.sock`;
   const prefix = `cs${crypto.randomUUID().slice(0, 6)}-`;
   let controller: Running | undefined;
+  const logs: LogTails = { node: "", controller: "" };
   try {
     controller = spawnBinary("controller", [
       `--csi-endpoint=unix://${controllerSock}`,
@@ -273,12 +288,22 @@ export async function runConformance(o: ConformanceOptions): Promise<Conformance
       mountpointPods: { ...attachments.stats },
       calls,
       seconds: (performance.now() - t0) / 1000,
+      logs,
     };
+  } catch (err) {
+    throw new ConformanceError(
+      `the conformance run failed: ${err instanceof Error ? err.message : String(err)}`,
+      logs,
+      { cause: err },
+    );
   } finally {
     const code = await controller?.stop("SIGTERM", 20_000).catch((e) => String(e));
     if (controller && code !== 0) {
       problems.push(`s3-csi-controller exit ${code}: ${controller.stderr().slice(-1500)}`);
     }
+    // The harness's node plugin is still running (it stops with the harness): its log so far.
+    logs.node = logTail(h.node.stderr());
+    logs.controller = logTail(controller?.stderr() ?? "");
     await api.stop();
     await Deno.remove(api.kubeconfigPath).catch(() => {});
     // Nothing may stay mounted even when a step above threw.

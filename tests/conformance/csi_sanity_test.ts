@@ -12,7 +12,13 @@ import assert from "node:assert/strict";
 import { dirname } from "node:path";
 import { ROOT } from "../_helpers.ts";
 import { skipReason } from "../node/_harness.ts";
-import { type ConformanceResult, runConformance, VARIANTS } from "./_conformance.ts";
+import {
+  ConformanceError,
+  type ConformanceResult,
+  runConformance,
+  VARIANTS,
+} from "./_conformance.ts";
+import { formatLogTails, type LogTails } from "./_log_tail.ts";
 import { csiSanityBinary, listSpecs, type SanityRun, type SpecResult } from "./_sanity.ts";
 import { removeOwnTree } from "./_remove_tree.ts";
 import { EXCLUDED, expectedNotToRun, LISTED_VERSION, NOT_ADVERTISED } from "./_skipped_specs.ts";
@@ -24,6 +30,17 @@ function say(line: string): void {
 }
 
 const OPTS = { sanitizeOps: false, sanitizeResources: false } as const;
+
+let tailsShown = false;
+/**
+ * Print the node plugin's and the controller's log tails, once per tier run: the first failing
+ * spec or leftover gets them (the logs are the same for every later failure).
+ */
+function showLogTails(logs: LogTails, why: string): void {
+  if (tailsShown) return;
+  tailsShown = true;
+  say(formatLogTails(logs, `${why}; driver logs (printed once per run):`));
+}
 
 function register(): Promise<void> | void {
   const reason = skipReason();
@@ -67,6 +84,9 @@ function registerTests(bin: string, version: string, all: SpecResult[]): void {
       bin,
       skip: EXCLUDED.map((e) => e.spec),
       log: (l) => say(`  ${l}`),
+    }).catch((err) => {
+      if (err instanceof ConformanceError) showLogTails(err.logs, err.message);
+      throw err;
     });
   const isIdentity = (spec: string) => spec.startsWith("Identity Service ");
   /** The runs a spec belongs to: the identity run, or every main run (one per variant). */
@@ -91,6 +111,14 @@ function registerTests(bin: string, version: string, all: SpecResult[]): void {
           `${r.mountpointPods.retired}; publishes checked as FUSE binds ` +
           `${r.mountpointPods.verifiedMounts}; node calls ${JSON.stringify(r.calls)}`,
       );
+      const pods = r.mountpointPods;
+      if (r.problems.length > 0 || pods.verifiedMounts === 0 || pods.retired !== pods.started) {
+        showLogTails(
+          r.logs,
+          `${r.problems.length} things left behind or hook errors; Mountpoint Pods started ` +
+            `${pods.started}, retired ${pods.retired}; verified publishes ${pods.verifiedMounts}`,
+        );
+      }
       assert.deepEqual(r.problems, [], "the tier left something behind or a hook failed");
       assert.ok(
         r.mountpointPods.verifiedMounts > 0,
@@ -116,6 +144,9 @@ function registerTests(bin: string, version: string, all: SpecResult[]): void {
         const run = variant ? r.runs.main[variant] : r.runs.identity;
         assert.ok(run, `no csi-sanity run for ${variant}`);
         const s = find(run, spec);
+        if (s?.status !== "passed") {
+          showLogTails(r.logs, `csi-sanity ${variant ? `(${variant}) ` : ""}${spec}: ${s?.status}`);
+        }
         assert.ok(s, `csi-sanity did not report "${spec}"`);
         if (s.status === "skipped") {
           assert.fail(
