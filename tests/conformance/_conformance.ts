@@ -21,7 +21,11 @@
  */
 import { Buffer } from "node:buffer";
 import { dirname } from "node:path";
-import { startApiServer } from "../testbed/apiserver/api_server.ts";
+import {
+  type ApiServer,
+  type ApiServerOptions,
+  startApiServer,
+} from "../testbed/apiserver/api_server.ts";
 import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
 import { serviceDefinition } from "../../src/csi/proto.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
@@ -108,6 +112,10 @@ export interface ConformanceOptions {
   readonly skip: readonly string[];
   /** Where to log progress. */
   readonly log: (line: string) => void;
+  /** Where the tier's temp dir is made. @default Deno's temp dir (`TMPDIR` or `/tmp`) */
+  readonly tempParent?: string;
+  /** Starts the controller's API emulator (tests inject a failure). @default startApiServer */
+  readonly startApi?: (options: ApiServerOptions) => Promise<ApiServer>;
 }
 
 /** Ginkgo matches focus/skip regexps against the suite name, the containers and the spec. */
@@ -144,13 +152,22 @@ export async function runConformance(o: ConformanceOptions): Promise<Conformance
   // Kubelet's pods dir exists before any pod: the hooks must not create it 0750 (the mounter runs
   // as uid 1000 and reaches its comm dir through it).
   await Deno.mkdir(`${root}/pods`, { mode: 0o755 }).catch(() => {});
-  const work = await Deno.makeTempDir({ prefix: WORK_PREFIX });
-  const api = await startApiServer({ podTerminationMs: 0 });
+  const work = await Deno.makeTempDir({
+    prefix: WORK_PREFIX,
+    ...(o.tempParent ? { dir: o.tempParent } : {}),
+  });
   const controllerSock = `${work}/controller.sock`;
   const prefix = `cs${crypto.randomUUID().slice(0, 6)}-`;
+  let api: ApiServer | undefined;
   let controller: Running | undefined;
   const logs: LogTails = { node: "", controller: "" };
   try {
+    // Inside the try: when the emulator cannot start, the finally below still removes `work`.
+    // Its kubeconfig is written into `work`, so nothing else is left in the temp dir.
+    api = await (o.startApi ?? startApiServer)({
+      podTerminationMs: 0,
+      kubeconfigPath: `${work}/controller.kubeconfig`,
+    });
     controller = spawnBinary("controller", [
       `--csi-endpoint=unix://${controllerSock}`,
       "--leader-elect=false",
@@ -304,8 +321,7 @@ export async function runConformance(o: ConformanceOptions): Promise<Conformance
     // The harness's node plugin is still running (it stops with the harness): its log so far.
     logs.node = logTail(h.node.stderr());
     logs.controller = logTail(controller?.stderr() ?? "");
-    await api.stop();
-    await Deno.remove(api.kubeconfigPath).catch(() => {});
+    await api?.stop();
     // Nothing may stay mounted even when a step above threw.
     if ((await readMountInfo()).some((m) => m.mountPoint.startsWith(`${root}/`))) {
       await unmountAllUnder(root);
