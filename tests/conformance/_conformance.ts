@@ -19,7 +19,6 @@
  *
  * @module
  */
-import { Buffer } from "node:buffer";
 import { dirname } from "node:path";
 import {
   type ApiServer,
@@ -27,7 +26,6 @@ import {
   startApiServer,
 } from "../testbed/apiserver/api_server.ts";
 import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
-import { serviceDefinition } from "../../src/csi/proto.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { ListBucketsCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { ROOT, type Running, spawnBinary, waitFor } from "../_helpers.ts";
@@ -35,6 +33,7 @@ import { startHarness } from "../node/_harness.ts";
 import { emptyAndDeleteBucket } from "../node/_s3_cleanup.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
 import { Attachments, type AttachmentStats } from "./_attachments.ts";
+import { decodeRequest } from "./_csi_proto.ts";
 import { readStringField, toKubeletRequest } from "./_kubelet_paths.ts";
 import { logTail, type LogTails } from "./_log_tail.ts";
 import { startProxy } from "./_proxy.ts";
@@ -201,7 +200,6 @@ export async function runConformance(o: ConformanceOptions): Promise<Conformance
     );
 
     const attachments = new Attachments(h);
-    const decodePublish = serviceDefinition("Node").NodePublishVolume!.requestDeserialize;
     await using proxy = await startProxy({
       socketPath: `${work}/proxy.sock`,
       backends: { node: `${root}/csi.sock`, controller: controllerSock },
@@ -209,7 +207,7 @@ export async function runConformance(o: ConformanceOptions): Promise<Conformance
       async before(call) {
         const forwarded = toKubeletRequest(root, call.method, call.request);
         if (call.method === "NodePublishVolume") {
-          const req = decodePublish(Buffer.from(forwarded)) as NodePublishVolumeRequest;
+          const req = decodeRequest<NodePublishVolumeRequest>("Node", call.method, forwarded);
           await attachments.prepare(req, req.targetPath ?? "");
         }
         return forwarded;

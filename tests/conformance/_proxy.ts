@@ -25,8 +25,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { Buffer } from "node:buffer";
-import { Controller_METHODS, Identity_METHODS, Node_METHODS } from "../../src/csi/gen/csi_types.ts";
-import type { CsiServiceName } from "../../src/csi/proto.ts";
+import { CSI_SERVICE_NAMES, type CsiServiceName, unaryMethods } from "./_csi_proto.ts";
 
 /** Where calls can go. */
 export type Backend = "node" | "controller";
@@ -56,17 +55,18 @@ export interface ProxyOptions {
   readonly defaultDeadlineMs?: number;
 }
 
-const SERVICES: Record<CsiServiceName, Record<string, string>> = {
-  Identity: Identity_METHODS,
-  Controller: Controller_METHODS,
-  Node: Node_METHODS,
+/** The unary RPCs of each service, from the proto file (see `_csi_proto.ts`). */
+const SERVICES: Readonly<Record<CsiServiceName, readonly string[]>> = {
+  Identity: unaryMethods("Identity"),
+  Controller: unaryMethods("Controller"),
+  Node: unaryMethods("Node"),
 };
 
 const raw = (b: Buffer): Buffer => b;
 
 function passthroughDefinition(service: CsiServiceName): ServiceDefinition {
   const def: Record<string, unknown> = {};
-  for (const rpc of Object.values(SERVICES[service])) {
+  for (const rpc of SERVICES[service]) {
     def[rpc] = {
       path: `/csi.v1.${service}/${rpc}`,
       requestStream: false,
@@ -97,9 +97,9 @@ export async function startProxy(options: ProxyOptions): Promise<CsiProxy> {
   const counts = new Map<string, number>();
   const hookErrors: string[] = [];
   const server = new Server();
-  for (const service of Object.keys(SERVICES) as CsiServiceName[]) {
+  for (const service of CSI_SERVICE_NAMES) {
     const impl: UntypedServiceImplementation = {};
-    for (const rpc of Object.values(SERVICES[service])) {
+    for (const rpc of SERVICES[service]) {
       impl[rpc] = (call: ServerUnaryCall<Buffer, Buffer>, callback: sendUnaryData<Buffer>) => {
         const key = `${service}/${rpc}`;
         counts.set(key, (counts.get(key) ?? 0) + 1);
