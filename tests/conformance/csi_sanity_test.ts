@@ -10,8 +10,8 @@
  */
 import assert from "node:assert/strict";
 import { dirname } from "node:path";
-import { ROOT } from "../_helpers.ts";
-import { skipReason } from "../node/_harness.ts";
+import { ENTRYPOINTS, ROOT } from "../_helpers.ts";
+import { MP_UID, skipReason } from "../node/_harness.ts";
 import {
   ConformanceError,
   type ConformanceResult,
@@ -42,8 +42,25 @@ function showLogTails(logs: LogTails, why: string): void {
   say(formatLogTails(logs, `${why}; driver logs (printed once per run):`));
 }
 
+/**
+ * Mountpoint Pods are the mounter binary run from this checkout as uid 1000: a checkout that user
+ * cannot read (e.g. under a 0700 `/root`) makes every publish wait for a mounter that never starts.
+ */
+function mounterSourceProblem(): string | undefined {
+  const path = ENTRYPOINTS.mounter;
+  const r = new Deno.Command("setpriv", {
+    args: [`--reuid=${MP_UID}`, `--regid=${MP_UID}`, "--clear-groups", "test", "-r", path],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).outputSync();
+  if (r.success) return undefined;
+  return `uid ${MP_UID} (the Mountpoint Pods' user) cannot read ${path}: run the tier from a ` +
+    `checkout every user can read (not under a 0700 home directory)`;
+}
+
 function register(): Promise<void> | void {
-  const reason = skipReason();
+  const reason = skipReason() ?? mounterSourceProblem();
   if (reason) return skipAll(reason);
   return csiSanityBinary().then(async (bin) => {
     if ("skip" in bin) return skipAll(bin.skip);
