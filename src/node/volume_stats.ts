@@ -83,7 +83,10 @@ export async function volumeStats(
   if (!pod) {
     // Without the API cache (API down since the start) nothing more can be said.
     if (!deps.pods.synced) {
-      return { usage: [...UNKNOWN_USAGE], volumeCondition: { abnormal: false, message: "Volume is healthy" } };
+      return {
+        usage: [...UNKNOWN_USAGE],
+        volumeCondition: { abnormal: false, message: "Volume is healthy" },
+      };
     }
     return abnormal(`Mountpoint Pod ${ns}/${source.mpName} of this volume no longer exists`);
   }
