@@ -58,11 +58,12 @@ export interface Running {
 export function spawn(
   cmd: string,
   args: string[],
-  options: { env?: Record<string, string>; cwd?: string } = {},
+  options: { env?: Record<string, string>; cwd?: string; clearEnv?: boolean } = {},
 ): Running {
   const child = new Deno.Command(cmd, {
     args,
     env: options.env ?? {},
+    ...(options.clearEnv ? { clearEnv: true } : {}),
     ...(options.cwd ? { cwd: options.cwd } : {}),
     stdin: "null",
     stdout: "piped",
