@@ -367,15 +367,45 @@ export async function objectSha256(s3: S3Client, bucket: string, key: string): P
 /**
  * Write `bytes` to `path` in 1 MiB chunks (sequential, as applications do), fsync (Mountpoint
  * completes the upload there and reports its errors), then close.
+ *
+ * Synchronous calls on purpose: Deno's async `write()` runs on a duplicate of the fd and closes
+ * it afterwards; each such close is a FUSE flush, and Mountpoint completes the upload at the
+ * first flush, so the next write fails with EBADF ("file handle has been invalidated").
  */
-export async function writeSequential(path: string, bytes: Uint8Array): Promise<void> {
-  using f = await Deno.open(path, { write: true, createNew: true });
-  for (let off = 0; off < bytes.length; off += 1 << 20) {
-    const chunk = bytes.subarray(off, Math.min(bytes.length, off + (1 << 20)));
-    let written = 0;
-    while (written < chunk.length) written += await f.write(chunk.subarray(written));
+export function writeSequential(path: string, bytes: Uint8Array): Promise<void> {
+  try {
+    using f = Deno.openSync(path, { write: true, createNew: true });
+    for (let off = 0; off < bytes.length; off += 1 << 20) {
+      const chunk = bytes.subarray(off, Math.min(bytes.length, off + (1 << 20)));
+      let written = 0;
+      while (written < chunk.length) written += f.writeSync(chunk.subarray(written));
+    }
+    f.syncSync();
+    return Promise.resolve();
+  } catch (err) {
+    return Promise.reject(err);
   }
-  await f.sync();
+}
+
+/**
+ * Write `bytes` to `path` with `dd ... conv=fsync` in a child process (for tests whose event loop
+ * must keep running meanwhile, e.g. one that serves a proxy). @throws with dd's message
+ */
+export async function writeWithDd(path: string, bytes: Uint8Array): Promise<void> {
+  const src = await Deno.makeTempFile({ prefix: "s3csi-engine-src-" });
+  try {
+    await Deno.writeFile(src, bytes);
+    const r = await new Deno.Command("dd", {
+      args: [`if=${src}`, `of=${path}`, "bs=1M", "conv=fsync", "status=none"],
+      stdout: "null",
+      stderr: "piped",
+    }).output();
+    if (r.code !== 0) {
+      throw new Error(`dd to ${path} failed: ${new TextDecoder().decode(r.stderr).trim()}`);
+    }
+  } finally {
+    await Deno.remove(src);
+  }
 }
 
 /** sha256 hex of a file, streamed. */

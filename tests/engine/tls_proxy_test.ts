@@ -1,0 +1,260 @@
+/**
+ * Our mount-s3 against an HTTPS S3 endpoint whose certificate a private CA signed (works only
+ * with `AWS_CA_BUNDLE`), and through an HTTP proxy from the environment (CONNECT tunnels for https
+ * endpoints, forwarding for http ones), counted by a small proxy in this test.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { PutObjectCommand } from "@aws-sdk/client-s3";
+import { connect, createServer, type Server as NetServer, type Socket } from "node:net";
+import {
+  assertNoLeftoverMounts,
+  engineEnv,
+  engineTest,
+  failingEngine,
+  freePort,
+  fuseReason,
+  mountEngine,
+  objectSha256,
+  s3Client,
+  type Server,
+  sha256,
+  startVersitygw,
+  tempBucket,
+  testBytes,
+  versitygwReason,
+  writeWithDd,
+} from "./_engine.ts";
+
+const reason = fuseReason() ?? versitygwReason() ?? opensslReason();
+
+function opensslReason(): string | undefined {
+  try {
+    new Deno.Command("openssl", { args: ["version"], stdout: "null" }).outputSync();
+    return undefined;
+  } catch {
+    return "needs openssl (apt-get install openssl)";
+  }
+}
+
+/** What the proxy saw. */
+interface ProxyLog {
+  /** `host:port` of each CONNECT. */
+  connects: string[];
+  /** Absolute URIs of forwarded requests. */
+  forwards: string[];
+}
+
+/**
+ * A tiny HTTP proxy on 127.0.0.1: CONNECT tunnels, and forwarding of absolute-form requests
+ * (rewritten to origin-form, one request after the other per connection, bodies by
+ * Content-Length).
+ */
+async function startProxy(): Promise<{ url: string; log: ProxyLog } & AsyncDisposable> {
+  const log: ProxyLog = { connects: [], forwards: [] };
+  const sockets = new Set<Socket>();
+  const track = (s: Socket) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+    s.on("error", () => s.destroy());
+  };
+  const server: NetServer = createServer((client) => {
+    track(client);
+    let buffer = Buffer.alloc(0);
+    let upstream: Socket | undefined;
+    let bodyLeft = 0;
+    let tunnel = false;
+    const pump = () => {
+      while (!tunnel) {
+        if (bodyLeft > 0) {
+          if (buffer.length === 0) return;
+          const n = Math.min(bodyLeft, buffer.length);
+          upstream!.write(buffer.subarray(0, n));
+          buffer = buffer.subarray(n);
+          bodyLeft -= n;
+          continue;
+        }
+        const end = buffer.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        const head = buffer.subarray(0, end).toString("latin1");
+        buffer = buffer.subarray(end + 4);
+        const [requestLine, ...headers] = head.split("\r\n");
+        const [method, target, version] = requestLine!.split(" ");
+        if (method === "CONNECT") {
+          tunnel = true;
+          log.connects.push(target!);
+          const [host, port] = target!.split(":");
+          const pending = buffer;
+          buffer = Buffer.alloc(0);
+          const up = connect(Number(port), host!, () => {
+            client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
+            if (pending.length) up.write(pending);
+            client.pipe(up);
+            up.pipe(client);
+          });
+          track(up);
+          up.on("close", () => client.destroy());
+          client.on("close", () => up.destroy());
+          return;
+        }
+        const url = new URL(target!);
+        log.forwards.push(target!);
+        if (!upstream) {
+          const up = connect(Number(url.port || 80), url.hostname);
+          upstream = up;
+          track(up);
+          up.on("close", () => client.destroy());
+          client.on("close", () => up.destroy());
+          up.pipe(client);
+        }
+        const length = headers.find((h) => /^content-length:/i.test(h));
+        bodyLeft = length ? Number(length.split(":")[1]!.trim()) : 0;
+        const kept = headers.filter((h) => !/^proxy-/i.test(h));
+        upstream.write(
+          `${method} ${url.pathname}${url.search} ${version}\r\n${kept.join("\r\n")}\r\n\r\n`,
+        );
+      }
+    };
+    const onData = (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      pump();
+      if (tunnel) client.off("data", onData); // the tunnel pipes from here on
+    };
+    client.on("data", onData);
+  });
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${port}`,
+    log,
+    [Symbol.asyncDispose]: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Read an SDK upload and write a 5 MiB+1 file through the mount, checked with the SDK. */
+async function roundTrip(
+  server: Server,
+  bucket: string,
+  env: Record<string, string>,
+): Promise<void> {
+  const s3 = await s3Client(server);
+  try {
+    const bytes = testBytes(5 * 1024 * 1024 + 1, 99);
+    const key = `mount-${crypto.randomUUID()}.bin`;
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "sdk.txt", Body: "from the sdk" }));
+    {
+      await using m = await mountEngine({ bucket, server, env, timeoutMs: 30_000 });
+      assert.equal(await Deno.readTextFile(`${m.dir}/sdk.txt`), "from the sdk");
+      // In a child process: the proxy of these tests runs on this process's event loop.
+      await writeWithDd(`${m.dir}/${key}`, bytes);
+      assert.equal(await m.unmount(), 0);
+    }
+    assert.equal(await objectSha256(s3, bucket, key), sha256(bytes));
+  } finally {
+    s3.closeAll();
+  }
+}
+
+engineTest(
+  "engine: an HTTPS endpoint signed by a private CA works only with AWS_CA_BUNDLE",
+  reason,
+  async () => {
+    await using server = await startVersitygw({ tls: true });
+    assert.match(server.env.S3_ENDPOINT!, /^https:/);
+    const s3 = await s3Client(server);
+    try {
+      await using bucket = await tempBucket(s3);
+      const dir = await Deno.makeTempDir({ prefix: "s3csi-engine-mnt-" });
+      try {
+        const without = await failingEngine({
+          args: [bucket.name, dir, "--force-path-style"],
+          env: engineEnv(server),
+        });
+        assert.equal(without.code, 6, without.stderr);
+        assert.equal(without.stderr.trim().split("\n").length, 1, without.stderr);
+        assert.match(without.stderr, /TLS/);
+      } finally {
+        await Deno.remove(dir);
+      }
+      await roundTrip(server, bucket.name, { AWS_CA_BUNDLE: server.caFile! });
+    } finally {
+      s3.closeAll();
+      await assertNoLeftoverMounts();
+    }
+  },
+);
+
+engineTest(
+  "engine: HTTPS_PROXY tunnels S3 requests through the proxy; NO_PROXY bypasses it",
+  reason,
+  async () => {
+    await using server = await startVersitygw({ tls: true });
+    const s3 = await s3Client(server);
+    try {
+      await using bucket = await tempBucket(s3);
+      const endpoint = new URL(server.env.S3_ENDPOINT!);
+      {
+        await using proxy = await startProxy();
+        await roundTrip(server, bucket.name, {
+          AWS_CA_BUNDLE: server.caFile!,
+          HTTPS_PROXY: proxy.url,
+        });
+        assert.ok(proxy.log.connects.length > 0, "the engine never used the proxy");
+        assert.ok(
+          proxy.log.connects.every((c) => c === endpoint.host),
+          proxy.log.connects.join(" "),
+        );
+      }
+      {
+        await using proxy = await startProxy();
+        await roundTrip(server, bucket.name, {
+          AWS_CA_BUNDLE: server.caFile!,
+          https_proxy: proxy.url,
+          NO_PROXY: "127.0.0.1",
+        });
+        assert.deepEqual(proxy.log.connects, [], "NO_PROXY=127.0.0.1 still went through the proxy");
+      }
+      // A proxy that does not answer fails the start: requests really depend on it.
+      const dir = await Deno.makeTempDir({ prefix: "s3csi-engine-mnt-" });
+      try {
+        const r = await failingEngine({
+          args: [bucket.name, dir, "--force-path-style"],
+          env: engineEnv(server, {
+            AWS_CA_BUNDLE: server.caFile!,
+            HTTPS_PROXY: `http://127.0.0.1:${await freePort()}`,
+          }),
+        });
+        assert.equal(r.code, 6, r.stderr);
+        assert.match(r.stderr, /proxy/);
+      } finally {
+        await Deno.remove(dir);
+      }
+    } finally {
+      s3.closeAll();
+      await assertNoLeftoverMounts();
+    }
+  },
+);
+
+engineTest("engine: HTTP_PROXY forwards requests to an http endpoint", reason, async () => {
+  await using server = await startVersitygw();
+  const s3 = await s3Client(server);
+  try {
+    await using bucket = await tempBucket(s3);
+    await using proxy = await startProxy();
+    await roundTrip(server, bucket.name, { HTTP_PROXY: proxy.url });
+    assert.ok(proxy.log.forwards.length > 0, "the engine never used the proxy");
+    const origin = new URL(server.env.S3_ENDPOINT!).origin;
+    assert.ok(
+      proxy.log.forwards.every((u) => u.startsWith(`${origin}/`)),
+      proxy.log.forwards.join(" "),
+    );
+  } finally {
+    s3.closeAll();
+    await assertNoLeftoverMounts();
+  }
+});
