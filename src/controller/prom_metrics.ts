@@ -56,6 +56,26 @@ export class PromControllerMetrics implements ControllerMetrics {
     registers: [this.registry],
   });
 
+  #requestCounts: (() => Readonly<Record<string, number>>) | undefined;
+  readonly #requests: Counter<"verb"> = new Counter({
+    name: "s3csi_controller_api_requests_total",
+    help:
+      "Kubernetes API requests sent by the reconciler, by verb (GET, LIST, WATCH, POST, PUT, PATCH, DELETE)",
+    labelNames: ["verb"],
+    registers: [this.registry],
+    collect: () => {
+      const counts = this.#requestCounts?.();
+      if (!counts) return;
+      this.#requests.reset();
+      for (const [verb, n] of Object.entries(counts)) this.#requests.inc({ verb }, n);
+    },
+  });
+
+  /** Report the request counts `counts()` returns (read at each scrape). */
+  trackRequests(counts: () => Readonly<Record<string, number>>): void {
+    this.#requestCounts = counts;
+  }
+
   /** @inheritdoc */
   reconcile(outcome: "success" | "requeue" | "error", seconds: number): void {
     this.#reconciles.inc({ result: outcome });

@@ -1,9 +1,13 @@
 /**
  * The controller process:
- * 1. load the Kubernetes configuration; serve /metrics, /healthz, /readyz;
+ * 1. serve /metrics, /healthz, /readyz;
  * 2. when `--csi-endpoint` is set, serve CSI Identity and Controller (dynamic provisioning) there;
- * 3. contend for the leader Lease (unless `--leader-elect=false`); while leading, run informers
- *    for Pods, PVCs, PVs and S3PAs, the reconcile queue and the stale cleaner;
+ *    with `--reconciler=false` that is all it does: no Kubernetes API access at all (the
+ *    csi-provisioner Deployment runs it so, beside the sidecar that holds the API credentials);
+ * 3. load the Kubernetes configuration and contend for the leader Lease (unless
+ *    `--leader-elect=false`); while leading, run informers for Pods, PVCs, PVs and S3PAs, the
+ *    reconcile queue and the stale cleaner. The workers' API client is fenced by the lease: no
+ *    write leaves once the lease is no longer valid by this process's own clock;
  * 4. on SIGTERM/SIGINT stop everything within `--shutdown-grace`; if leadership is lost, exit 1 so
  *    a fresh process contends again (as client-go controllers do).
  *
@@ -13,20 +17,22 @@ import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachm
 import { parseEndpoint } from "../csi/endpoint.ts";
 import { IdentityService } from "../csi/identity_service.ts";
 import { CsiServer, type CsiServices } from "../csi/server.ts";
-import { objectKey } from "../kube/client.ts";
+import { type KubeClient, objectKey } from "../kube/client.ts";
 import { ApiEventRecorder } from "../kube/event_recorder.ts";
 import { Informer } from "../kube/informer.ts";
 import { loadKubeConfig } from "../kube/kube_config.ts";
-import { runLeaderElection } from "../kube/leader_election.ts";
+import { leaderElectionProblem, LeaderElector } from "../kube/leader_election.ts";
 import { PODS, PVCS, PVS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { RestKubeClient } from "../kube/rest_client.ts";
+import { withSignal } from "../kube/signal_client.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
 import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
 import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../mppod/labels.ts";
-import { errorMessage } from "../util/errors.ts";
+import { ConfigError, errorMessage } from "../util/errors.ts";
 import { startHealthServer } from "../util/health_server.ts";
 import { logger } from "../util/log.ts";
+import { aborted } from "../util/sleep.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
 import { type ControllerConfig, LEADER_LEASE_NAME } from "../options/controller_options.ts";
 import { PromControllerMetrics } from "./prom_metrics.ts";
@@ -80,34 +86,39 @@ export async function runController(
   deps: ControllerDeps,
 ): Promise<number> {
   const log = logger("controller");
-  const kube = loadKubeConfig();
-  const client = new RestKubeClient(kube.config, {
-    userAgent: `s3-csi-controller/${DRIVER_VERSION}`,
-  });
-  const identity = `${Deno.env.get("POD_NAME") ?? Deno.hostname()}_${
-    crypto.randomUUID().slice(0, 8)
-  }`;
-  log.info("Starting controller {version} as {identity}; Kubernetes API {server} from {source}", {
-    version: DRIVER_VERSION,
-    identity,
-    server: kube.server,
-    source: kube.source,
-  });
+  const endpoint = config["csi-endpoint"];
+  if (!config.reconciler && !endpoint) {
+    throw new ConfigError(
+      "--reconciler=false leaves nothing to do: set --csi-endpoint to serve the CSI Controller service",
+    );
+  }
+  const election = {
+    leaseDurationMs: config["leader-election-lease-duration"],
+    renewDeadlineMs: config["leader-election-renew-deadline"],
+    retryPeriodMs: config["leader-election-retry-period"],
+  };
+  const problem = config.reconciler && config["leader-elect"]
+    ? leaderElectionProblem(election)
+    : undefined;
+  if (problem) throw new ConfigError(`leader election: ${problem}`);
   const metrics = new PromControllerMetrics();
   let leading = false;
   let synced = false;
+  // Serves until the controller ends, also when it ends on its own (leadership lost).
+  const serving = new AbortController();
+  const stopServing = () => serving.abort();
+  signal.addEventListener("abort", stopServing, { once: true });
   const health = config["metrics-address"]
     ? await startHealthServer({
       address: config["metrics-address"],
-      signal,
-      ready: () => !config["leader-elect"] || !leading || synced,
+      signal: serving.signal,
+      ready: () => !config.reconciler || !config["leader-elect"] || !leading || synced,
       metrics: async () => ({
         contentType: metrics.registry.contentType,
         body: await metrics.registry.metrics(),
       }),
     })
     : undefined;
-  const endpoint = config["csi-endpoint"];
   const provisioning = endpoint ? await deps.createProvisioning(config) : undefined;
   if (provisioning) {
     log.info("Controller service: S3 endpoint {endpoint}, driver credentials {driverCredentials}", {
@@ -126,44 +137,93 @@ export async function runController(
     : undefined;
   await csi?.start();
 
-  const lead = async (leaderSignal: AbortSignal) => {
-    leading = true;
-    await runReconciler(config, client, identity, metrics, leaderSignal, () => (synced = true));
-    leading = false;
-    synced = false;
-  };
   let code = 0;
-  if (config["leader-elect"]) {
-    const outcome = await runLeaderElection({
-      client,
+  if (!config.reconciler) {
+    log.info("Starting {version}: CSI Controller service only (no reconciler, no Kubernetes API)", {
+      version: DRIVER_VERSION,
+    });
+    await aborted(signal);
+  } else {
+    code = await runLeading(config, signal, metrics, election, (l, s) => {
+      leading = l;
+      synced = s;
+    });
+  }
+  await csi?.stop(config["shutdown-grace"]);
+  provisioning?.close();
+  serving.abort();
+  signal.removeEventListener("abort", stopServing);
+  await health?.finished;
+  return code;
+}
+
+/** Connect to the API, contend for the lease (unless disabled) and reconcile while leading. */
+async function runLeading(
+  config: ControllerConfig,
+  signal: AbortSignal,
+  metrics: PromControllerMetrics,
+  election: { leaseDurationMs: number; renewDeadlineMs: number; retryPeriodMs: number },
+  state: (leading: boolean, synced: boolean) => void,
+): Promise<number> {
+  const log = logger("controller");
+  const kube = loadKubeConfig();
+  const identity = `${Deno.env.get("POD_NAME") ?? Deno.hostname()}_${
+    crypto.randomUUID().slice(0, 8)
+  }`;
+  const userAgent = `s3-csi-controller/${DRIVER_VERSION} (${identity})`;
+  const requestTimeoutMs = config["api-timeout"];
+  log.info("Starting controller {version} as {identity}; Kubernetes API {server} from {source}", {
+    version: DRIVER_VERSION,
+    identity,
+    server: kube.server,
+    source: kube.source,
+  });
+  // The lease has its own client (its requests never queue behind the workers'); the workers'
+  // client refuses every write once the lease is no longer valid by this process's clock.
+  const elector = config["leader-elect"]
+    ? new LeaderElector({
+      client: new RestKubeClient(kube.config, { userAgent, requestTimeoutMs }),
       namespace: config["leader-election-namespace"],
       name: LEADER_LEASE_NAME,
       identity,
-      leaseDurationMs: config["leader-election-lease-duration"],
-      renewDeadlineMs: config["leader-election-renew-deadline"],
-      retryPeriodMs: config["leader-election-retry-period"],
-      onStartedLeading: lead,
-    }, signal);
+      ...election,
+      onStartedLeading: (leaderSignal) => lead(leaderSignal),
+    })
+    : undefined;
+  const client = new RestKubeClient(kube.config, {
+    userAgent,
+    requestTimeoutMs,
+    ...(elector ? { fence: elector } : {}),
+  });
+  metrics.trackRequests(() => client.counts);
+  const lead = async (leaderSignal: AbortSignal) => {
+    state(true, false);
+    await runReconciler(config, client, identity, metrics, leaderSignal, () => state(true, true));
+    state(false, false);
+  };
+  let code = 0;
+  if (elector) {
+    const outcome = await elector.run(signal);
     if (outcome === "lost") code = EXIT_LOST_LEADERSHIP;
   } else {
     await lead(signal);
   }
-  await csi?.stop(config["shutdown-grace"]);
-  provisioning?.close();
-  await health?.finished;
+  await client.close();
   return code;
 }
 
 /** Informers + queue + cleaner, until `signal` aborts. */
 async function runReconciler(
   config: ControllerConfig,
-  client: RestKubeClient,
+  apiClient: KubeClient,
   identity: string,
   metrics: PromControllerMetrics,
   signal: AbortSignal,
   onSynced: () => void,
 ): Promise<void> {
   const log = logger("controller");
+  // Every call of this term ends with it (in flight or not): a stepped-down leader stops at once.
+  const client = withSignal(apiClient, signal);
   const caches: ControllerCaches = {
     pods: new Informer<Pod>(client, PODS, { resyncMs: 10 * 60_000 }),
     pvcs: new Informer<PersistentVolumeClaim>(client, PVCS),

@@ -68,6 +68,11 @@ export interface DeleteOptions {
 /** Common options of every call. */
 export interface CallOptions {
   readonly signal?: AbortSignal;
+  /**
+   * Deadline of this call in milliseconds (the client's default otherwise). For a watch it covers
+   * only the response headers; the stream then has an idle timeout.
+   */
+  readonly timeoutMs?: number;
 }
 
 /** The operations this project needs from the API server. */

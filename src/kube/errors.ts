@@ -52,3 +52,23 @@ export function apiErrorFrom(status: number, body: unknown, what: string): ApiEr
   if (status === 410) return new GoneError(status, reason || "Expired", message);
   return new ApiError(status, reason, message);
 }
+
+/**
+ * A request got no complete answer within its deadline (the connection may hang). Nothing is
+ * known about whether a write took effect.
+ */
+export class RequestTimeoutError extends ApiError {
+  override name = "RequestTimeoutError";
+  /** Create for `what`, given up after `ms` milliseconds. */
+  constructor(what: string, readonly ms: number, options?: ErrorOptions) {
+    super(0, "Timeout", `${what}: no answer within ${ms} ms`, options);
+  }
+}
+
+/**
+ * A write was refused before it was sent because this process no longer holds a valid lease
+ * (leader election): it must not act any more.
+ */
+export class NotLeaderError extends Error {
+  override name = "NotLeaderError";
+}

@@ -15,6 +15,7 @@ import { readFileSync } from "node:fs";
 import { dirname, isAbsolute, join } from "node:path";
 import { parse } from "yaml";
 import { ConfigError, errorMessage } from "../util/errors.ts";
+import type { CredentialSource } from "./credentials.ts";
 
 /** Environment lookup, injectable for tests. */
 export type EnvLookup = (name: string) => string | undefined;
@@ -35,6 +36,10 @@ export interface KubeClientConfig {
   readonly key?: string;
   readonly username?: string;
   readonly password?: string;
+  /** Server name to verify in the server's certificate (kubeconfig `tls-server-name`). */
+  readonly tlsServerName?: string;
+  /** Credentials from a plugin; replaces token and certificate when set. */
+  readonly credentials?: CredentialSource;
 }
 
 /** Where the configuration came from, for logs. */

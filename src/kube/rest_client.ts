@@ -3,8 +3,18 @@
  * a {@link KubeClientConfig} (our own kubeconfig loader); a client-node `KubeConfig` is accepted
  * too and converted, for tests that already have one.
  *
- * One connection pool is reused for every call; a token file is re-read every
- * {@link AUTH_REFRESH_MS} so rotated service-account tokens are picked up.
+ * - Every request has a deadline ({@link DEFAULT_REQUEST_TIMEOUT_MS}, or `timeoutMs` per call)
+ *   covering connect, headers and body: a hung connection fails the call with
+ *   {@link RequestTimeoutError} instead of blocking for minutes. Watches are the exception: their
+ *   deadline covers only the response headers, then an idle timeout ends a silent stream.
+ * - An optional {@link WriteFence} is asked synchronously right before each write is sent: a
+ *   leader whose lease is no longer valid sends nothing (leader election), and a write's deadline
+ *   never extends past the lease's validity.
+ * - Credentials come from the config (token, token file re-read every {@link AUTH_REFRESH_MS},
+ *   client certificate, basic auth) or from a {@link CredentialSource} (exec plugins), which is
+ *   asked before the deadline starts (a plugin may ask the user something) and again after a 401.
+ *
+ * One connection pool is reused for every call.
  *
  * @module
  */
@@ -20,7 +30,8 @@ import type {
   PatchType,
   WatchEvent,
 } from "./client.ts";
-import { apiErrorFrom, GoneError } from "./errors.ts";
+import type { Credentials } from "./credentials.ts";
+import { apiErrorFrom, GoneError, NotLeaderError, RequestTimeoutError } from "./errors.ts";
 import type { KubeClientConfig } from "./kube_config.ts";
 import { apiVersionOf, collectionPath, itemPath, type Resource } from "./resources.ts";
 
@@ -32,6 +43,88 @@ export const MAX_TOO_MANY_REQUESTS_RETRIES = 5;
 
 /** How often a token file is re-read. */
 export const AUTH_REFRESH_MS = 60_000;
+
+/** Default deadline of one request (all verbs; for watches: until the response headers). */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
+/**
+ * Asked right before a write is sent. `remainingMs()` is how long writes are still allowed
+ * (leader election: until the lease validity ends); ≤ 0 refuses the write with
+ * {@link NotLeaderError}. A write's deadline is capped at the remaining time.
+ */
+export interface WriteFence {
+  remainingMs(): number;
+}
+
+/** Options of {@link RestKubeClient}. */
+export interface RestClientOptions {
+  /** `User-Agent` header. @default "s3-csi" */
+  readonly userAgent?: string;
+  /** Deadline of each request. @default DEFAULT_REQUEST_TIMEOUT_MS */
+  readonly requestTimeoutMs?: number;
+  /** Refuses writes when it says so (see {@link WriteFence}). */
+  readonly fence?: WriteFence;
+}
+
+const WRITE_VERBS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** `GET /version` of an API server. */
+export interface ServerVersion {
+  readonly major: string;
+  readonly minor: string;
+  readonly gitVersion: string;
+  readonly [k: string]: unknown;
+}
+
+/** A fetch() response. */
+type FetchResponse = Awaited<ReturnType<typeof fetch>>;
+
+/** Sleep `ms` unless `signal` aborts first (then throw its reason). */
+async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+  });
+  signal.throwIfAborted();
+}
+
+/**
+ * Read a response body as text, giving up when `signal` aborts (undici does not always end a body
+ * that is being read when the request's signal aborts).
+ */
+async function readText(response: FetchResponse, signal: AbortSignal): Promise<string> {
+  if (!response.body) return "";
+  signal.throwIfAborted();
+  const reader = response.body.getReader();
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => {
+      reject(signal.reason);
+      void reader.cancel().catch(() => {});
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  aborted.catch(() => {});
+  const chunks: Uint8Array[] = [];
+  try {
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), aborted]);
+      if (done) break;
+      chunks.push(value as Uint8Array);
+    }
+  } finally {
+    signal.removeEventListener("abort", onAbort!);
+  }
+  // A cancelled reader reports "done": an abort must not pass for a complete (truncated) body.
+  signal.throwIfAborted();
+  const decoder = new TextDecoder();
+  return chunks.map((c, i) => decoder.decode(c, { stream: i < chunks.length - 1 })).join("");
+}
 
 const PATCH_CONTENT_TYPES: Record<PatchType, string> = {
   merge: "application/merge-patch+json",
@@ -90,7 +183,11 @@ export class RestKubeClient implements KubeClient {
   readonly #config: KubeClientConfig;
   readonly #server: string;
   readonly #userAgent: string;
-  readonly #dispatcher: Agent;
+  readonly #timeoutMs: number;
+  readonly #fence: WriteFence | undefined;
+  #dispatcher: Agent;
+  /** Client certificate the current dispatcher presents (exec credentials may change it). */
+  #dispatcherCert: string | undefined;
   #token: { value: string | undefined; at: number } | undefined;
   /** Requests sent, by verb (GET, LIST, WATCH, POST, PUT, PATCH, DELETE). */
   readonly counts: RequestCounts = {};
@@ -98,15 +195,23 @@ export class RestKubeClient implements KubeClient {
   /** Create a client for `config`. */
   constructor(
     config: KubeClientConfig | ClientNodeKubeConfigLike,
-    options: { userAgent?: string } = {},
+    options: RestClientOptions = {},
   ) {
     this.#config = "getCurrentCluster" in config ? fromClientNode(config) : config;
     this.#server = this.#config.server.replace(/\/+$/, "");
     this.#userAgent = options.userAgent ?? "s3-csi";
-    this.#dispatcher = new Agent({
+    this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.#fence = options.fence;
+    this.#dispatcherCert = this.#config.cert;
+    this.#dispatcher = this.#agent(this.#config.cert, this.#config.key);
+  }
+
+  #agent(cert: string | undefined, key: string | undefined): Agent {
+    return new Agent({
       connect: {
         ...(this.#config.ca ? { ca: this.#config.ca } : {}),
-        ...(this.#config.cert ? { cert: this.#config.cert, key: this.#config.key } : {}),
+        ...(cert ? { cert, key } : {}),
+        ...(this.#config.tlsServerName ? { servername: this.#config.tlsServerName } : {}),
         rejectUnauthorized: !this.#config.insecureSkipTLSVerify,
       },
       keepAliveTimeout: 30_000,
@@ -118,8 +223,25 @@ export class RestKubeClient implements KubeClient {
     });
   }
 
-  async #authorization(): Promise<string | undefined> {
+  /** Present the client certificate of `creds` (exec plugins may issue one); swaps the pool. */
+  #useCertificate(creds: Credentials): void {
+    if (!creds.cert || creds.cert === this.#dispatcherCert) return;
+    const old = this.#dispatcher;
+    this.#dispatcher = this.#agent(creds.cert, creds.key);
+    this.#dispatcherCert = creds.cert;
+    void old.close().catch(() => {});
+  }
+
+  async #authorization(
+    signal: AbortSignal,
+    fetched: Credentials | undefined,
+  ): Promise<string | undefined> {
     const c = this.#config;
+    if (c.credentials) {
+      const creds = fetched ?? await c.credentials.get(signal);
+      this.#useCertificate(creds);
+      return creds.token ? `Bearer ${creds.token}` : undefined;
+    }
     if (c.tokenFile) {
       if (!this.#token || Date.now() - this.#token.at > AUTH_REFRESH_MS) {
         const value = (await readFile(c.tokenFile, "utf8")).trim();
@@ -137,6 +259,51 @@ export class RestKubeClient implements KubeClient {
     await this.#dispatcher.close();
   }
 
+  /**
+   * Run one API call under a deadline: `send` issues the request(s) with the deadline's signal and
+   * `read` consumes the response; both must finish before the deadline. Watches pass
+   * `headersOnly` (the deadline ends once the response headers are in).
+   */
+  async #call<T>(
+    what: string,
+    opts: CallOptions & { write?: boolean; headersOnly?: boolean },
+    send: (signal: AbortSignal, creds: Credentials | undefined) => Promise<FetchResponse>,
+    read: (res: FetchResponse, signal: AbortSignal) => Promise<T>,
+  ): Promise<T> {
+    // A credential plugin may ask the user something (interactiveMode): its first run is not
+    // bounded by the request's deadline. Later calls are answered from its cache.
+    const creds = this.#config.credentials
+      ? await this.#config.credentials.get(opts.signal)
+      : undefined;
+    let ms = opts.timeoutMs ?? this.#timeoutMs;
+    if (opts.write && this.#fence) {
+      const remaining = this.#fence.remainingMs();
+      if (remaining <= 0) {
+        throw new NotLeaderError(`${what} refused: this process no longer holds the leader lease`);
+      }
+      ms = Math.min(ms, remaining);
+    }
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new RequestTimeoutError(what, ms)), ms);
+    const signal = opts.signal ? AbortSignal.any([opts.signal, deadline.signal]) : deadline.signal;
+    let headersDone = false;
+    try {
+      const res = await send(signal, creds);
+      if (opts.headersOnly) {
+        headersDone = true;
+        clearTimeout(timer);
+      }
+      return await read(res, signal);
+    } catch (err) {
+      if (deadline.signal.aborted && !headersDone && !opts.signal?.aborted) {
+        throw new RequestTimeoutError(what, ms, { cause: err });
+      }
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   async #request(
     verb: string,
     method: string,
@@ -145,33 +312,44 @@ export class RestKubeClient implements KubeClient {
       query?: Record<string, string | undefined>;
       body?: unknown;
       contentType?: string;
-      signal?: AbortSignal | undefined;
+      signal: AbortSignal;
+      /** Plugin credentials fetched for this call (a 401 fetches new ones). */
+      creds: Credentials | undefined;
     },
-  ) {
-    const authorization = await this.#authorization();
+  ): Promise<FetchResponse> {
+    const signal = opts.signal;
+    let creds = opts.creds;
     const url = new URL(this.#server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) {
       if (v !== undefined) url.searchParams.set(k, v);
     }
-    this.counts[verb] = (this.counts[verb] ?? 0) + 1;
-    const headers: Record<string, string> = {
-      accept: "application/json",
-      "user-agent": this.#userAgent,
-    };
-    if (authorization) headers.authorization = authorization;
-    let body: string | undefined;
-    if (opts.body !== undefined) {
-      headers["content-type"] = opts.contentType ?? "application/json";
-      body = JSON.stringify(opts.body);
-    }
-    const send = () =>
-      fetch(url, {
+    const write = WRITE_VERBS.has(method);
+    const body = opts.body !== undefined ? JSON.stringify(opts.body) : undefined;
+    const send = async () => {
+      const authorization = await this.#authorization(signal, creds);
+      const headers: Record<string, string> = {
+        accept: "application/json",
+        "user-agent": this.#userAgent,
+      };
+      if (authorization) headers.authorization = authorization;
+      if (body !== undefined) headers["content-type"] = opts.contentType ?? "application/json";
+      // The fence is asked synchronously right before the request leaves: nothing that awaits may
+      // come between the check and the send (a process stopped and resumed in between would
+      // otherwise act on a lease it no longer holds).
+      if (write && this.#fence && this.#fence.remainingMs() <= 0) {
+        throw new NotLeaderError(
+          `${method} ${path} refused: this process no longer holds the leader lease`,
+        );
+      }
+      this.counts[verb] = (this.counts[verb] ?? 0) + 1;
+      return fetch(url, {
         method,
         headers,
         ...(body !== undefined ? { body } : {}),
         dispatcher: this.#dispatcher,
-        ...(opts.signal ? { signal: opts.signal } : {}),
+        signal,
       });
+    };
     let response;
     try {
       response = await send();
@@ -179,8 +357,16 @@ export class RestKubeClient implements KubeClient {
       // A pooled keep-alive connection the server closed (restart, idle timeout) fails before any
       // response: retry once on a fresh connection. Writes are safe to repeat here because
       // callers use resourceVersions and deterministic names (AlreadyExists/Conflict are handled).
-      if (opts.signal?.aborted || !isConnectionError(err)) throw err;
-      await new Promise((r) => setTimeout(r, 200));
+      if (signal.aborted || !isConnectionError(err)) throw err;
+      await sleepUnlessAborted(200, signal);
+      response = await send();
+    }
+    // 401 with a credential plugin: the credential may have expired early or been revoked; get a
+    // fresh one and try once more (as client-go does for exec plugins).
+    if (response.status === 401 && this.#config.credentials) {
+      await response.body?.cancel();
+      this.#config.credentials.invalidate();
+      creds = await this.#config.credentials.get(signal);
       response = await send();
     }
     // 429: the server asks to come back later (API priority and fairness, or a watch cache that
@@ -193,15 +379,14 @@ export class RestKubeClient implements KubeClient {
       const after = Number(response.headers.get("retry-after") ?? "1");
       await response.body?.cancel();
       const waitMs = Math.min(Number.isFinite(after) && after > 0 ? after * 1000 : 1000, 5000);
-      await new Promise((r) => setTimeout(r, waitMs));
-      if (opts.signal?.aborted) break;
+      await sleepUnlessAborted(waitMs, signal);
       response = await send();
     }
     return response;
   }
 
-  async #json<T>(what: string, response: Awaited<ReturnType<typeof fetch>>): Promise<T> {
-    const text = await response.text();
+  async #json<T>(what: string, response: FetchResponse, signal: AbortSignal): Promise<T> {
+    const text = await readText(response, signal);
     let body: unknown;
     try {
       body = text ? JSON.parse(text) : undefined;
@@ -213,20 +398,26 @@ export class RestKubeClient implements KubeClient {
   }
 
   /** @inheritdoc */
-  async get<T extends KubeObject>(
+  get<T extends KubeObject>(
     r: Resource,
     name: string,
     namespace?: string,
     opts: CallOptions = {},
   ): Promise<T | undefined> {
-    const res = await this.#request("GET", "GET", itemPath(r, name, namespace), {
-      signal: opts.signal,
-    });
-    if (res.status === 404) {
-      await res.body?.cancel();
-      return undefined;
-    }
-    return await this.#json<T>(`get ${r.kind} ${name}`, res);
+    const what = `get ${r.kind} ${name}`;
+    return this.#call(
+      what,
+      opts,
+      (signal, creds) =>
+        this.#request("GET", "GET", itemPath(r, name, namespace), { signal, creds }),
+      async (res, signal) => {
+        if (res.status === 404) {
+          await res.body?.cancel();
+          return undefined;
+        }
+        return await this.#json<T>(what, res, signal);
+      },
+    );
   }
 
   /** @inheritdoc */
@@ -237,21 +428,27 @@ export class RestKubeClient implements KubeClient {
     const items: T[] = [];
     let cont: string | undefined;
     let resourceVersion = "";
+    const what = `list ${r.plural}`;
     do {
-      const res = await this.#request("LIST", "GET", collectionPath(r, opts.namespace), {
-        query: {
-          labelSelector: opts.labelSelector,
-          fieldSelector: opts.fieldSelector,
-          limit: opts.limit ? String(opts.limit) : undefined,
-          continue: cont,
-        },
-        signal: opts.signal,
-      });
-      const page = await this.#json<
-        { items?: T[]; metadata?: { resourceVersion?: string; continue?: string } }
-      >(
-        `list ${r.plural}`,
-        res,
+      // Each page has its own deadline: a large list is many requests.
+      const page = await this.#call(
+        what,
+        opts,
+        (signal, creds) =>
+          this.#request("LIST", "GET", collectionPath(r, opts.namespace), {
+            query: {
+              labelSelector: opts.labelSelector,
+              fieldSelector: opts.fieldSelector,
+              limit: opts.limit ? String(opts.limit) : undefined,
+              continue: cont,
+            },
+            signal,
+            creds,
+          }),
+        (res, signal) =>
+          this.#json<
+            { items?: T[]; metadata?: { resourceVersion?: string; continue?: string } }
+          >(what, res, signal),
       );
       for (const item of page.items ?? []) {
         item.apiVersion ??= apiVersionOf(r);
@@ -265,44 +462,50 @@ export class RestKubeClient implements KubeClient {
   }
 
   /** @inheritdoc */
-  async create<T extends KubeObject>(
+  create<T extends KubeObject>(
     r: Resource,
     obj: T,
     opts: CallOptions & { fieldManager?: string } = {},
   ): Promise<T> {
     const body = { apiVersion: apiVersionOf(r), kind: r.kind, ...obj };
-    const res = await this.#request("POST", "POST", collectionPath(r, obj.metadata?.namespace), {
-      body,
-      query: { fieldManager: opts.fieldManager },
-      signal: opts.signal,
-    });
-    return await this.#json<T>(
-      `create ${r.kind} ${obj.metadata?.name ?? obj.metadata?.generateName ?? ""}`,
-      res,
+    const what = `create ${r.kind} ${obj.metadata?.name ?? obj.metadata?.generateName ?? ""}`;
+    return this.#call(
+      what,
+      { ...opts, write: true },
+      (signal, creds) =>
+        this.#request("POST", "POST", collectionPath(r, obj.metadata?.namespace), {
+          body,
+          query: { fieldManager: opts.fieldManager },
+          signal,
+          creds,
+        }),
+      (res, signal) => this.#json<T>(what, res, signal),
     );
   }
 
   /** @inheritdoc */
-  async update<T extends KubeObject>(
+  update<T extends KubeObject>(
     r: Resource,
     obj: T,
     opts: CallOptions & { subresource?: "status" } = {},
   ): Promise<T> {
     const name = obj.metadata?.name ?? "";
-    const res = await this.#request(
-      "PUT",
-      "PUT",
-      itemPath(r, name, obj.metadata?.namespace, opts.subresource),
-      {
-        body: { apiVersion: apiVersionOf(r), kind: r.kind, ...obj },
-        signal: opts.signal,
-      },
+    const what = `update ${r.kind} ${name}`;
+    return this.#call(
+      what,
+      { ...opts, write: true },
+      (signal, creds) =>
+        this.#request("PUT", "PUT", itemPath(r, name, obj.metadata?.namespace, opts.subresource), {
+          body: { apiVersion: apiVersionOf(r), kind: r.kind, ...obj },
+          signal,
+          creds,
+        }),
+      (res, signal) => this.#json<T>(what, res, signal),
     );
-    return await this.#json<T>(`update ${r.kind} ${name}`, res);
   }
 
   /** @inheritdoc */
-  async patch<T extends KubeObject>(
+  patch<T extends KubeObject>(
     r: Resource,
     name: string,
     namespace: string | undefined,
@@ -315,25 +518,27 @@ export class RestKubeClient implements KubeClient {
     } = {},
   ): Promise<T> {
     const type = opts.type ?? "merge";
-    const res = await this.#request(
-      "PATCH",
-      "PATCH",
-      itemPath(r, name, namespace, opts.subresource),
-      {
-        body: patch,
-        contentType: PATCH_CONTENT_TYPES[type],
-        query: {
-          fieldManager: opts.fieldManager,
-          force: opts.force === undefined ? undefined : String(opts.force),
-        },
-        signal: opts.signal,
-      },
+    const what = `patch ${r.kind} ${name}`;
+    return this.#call(
+      what,
+      { ...opts, write: true },
+      (signal, creds) =>
+        this.#request("PATCH", "PATCH", itemPath(r, name, namespace, opts.subresource), {
+          body: patch,
+          contentType: PATCH_CONTENT_TYPES[type],
+          query: {
+            fieldManager: opts.fieldManager,
+            force: opts.force === undefined ? undefined : String(opts.force),
+          },
+          signal,
+          creds,
+        }),
+      (res, signal) => this.#json<T>(what, res, signal),
     );
-    return await this.#json<T>(`patch ${r.kind} ${name}`, res);
   }
 
   /** @inheritdoc */
-  async delete(
+  delete(
     r: Resource,
     name: string,
     namespace?: string,
@@ -343,16 +548,32 @@ export class RestKubeClient implements KubeClient {
     if (opts.preconditions) body.preconditions = opts.preconditions;
     if (opts.gracePeriodSeconds !== undefined) body.gracePeriodSeconds = opts.gracePeriodSeconds;
     if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
-    const res = await this.#request("DELETE", "DELETE", itemPath(r, name, namespace), {
-      body,
-      signal: opts.signal,
-    });
-    if (res.status === 404) {
-      await res.body?.cancel();
-      return false;
-    }
-    await this.#json(`delete ${r.kind} ${name}`, res);
-    return true;
+    const what = `delete ${r.kind} ${name}`;
+    return this.#call(
+      what,
+      { ...opts, write: true },
+      (signal, creds) =>
+        this.#request("DELETE", "DELETE", itemPath(r, name, namespace), { body, signal, creds }),
+      async (res, signal) => {
+        if (res.status === 404) {
+          await res.body?.cancel();
+          return false;
+        }
+        await this.#json(what, res, signal);
+        return true;
+      },
+    );
+  }
+
+  /** The server's version (`GET /version`): `major`, `minor` and `gitVersion`. */
+  serverVersion(opts: CallOptions = {}): Promise<ServerVersion> {
+    const what = "get server version";
+    return this.#call(
+      what,
+      opts,
+      (signal, creds) => this.#request("GET", "GET", "/version", { signal, creds }),
+      (res, signal) => this.#json<ServerVersion>(what, res, signal),
+    );
   }
 
   /** @inheritdoc */
@@ -365,23 +586,32 @@ export class RestKubeClient implements KubeClient {
     },
     onEvent: (event: WatchEvent<T>) => void,
   ): Promise<void> {
-    const res = await this.#request("WATCH", "GET", collectionPath(r, opts.namespace), {
-      query: {
-        watch: "true",
-        resourceVersion: opts.resourceVersion || undefined,
-        allowWatchBookmarks: "true",
-        labelSelector: opts.labelSelector,
-        fieldSelector: opts.fieldSelector,
-        timeoutSeconds: String(opts.timeoutSeconds ?? 300),
-      },
-      signal: opts.signal,
-    }).catch((err) => {
+    const what = `watch ${r.plural}`;
+    // The deadline covers the response headers only; the stream has an idle timeout below.
+    const res = await this.#call(
+      what,
+      { ...opts, headersOnly: true },
+      (signal, creds) =>
+        this.#request("WATCH", "GET", collectionPath(r, opts.namespace), {
+          query: {
+            watch: "true",
+            resourceVersion: opts.resourceVersion || undefined,
+            allowWatchBookmarks: "true",
+            labelSelector: opts.labelSelector,
+            fieldSelector: opts.fieldSelector,
+            timeoutSeconds: String(opts.timeoutSeconds ?? 300),
+          },
+          signal,
+          creds,
+        }),
+      (res) => Promise.resolve(res),
+    ).catch((err) => {
       if (opts.signal?.aborted) return undefined;
       throw err;
     });
     if (!res) return;
     if (!res.ok) {
-      await this.#json(`watch ${r.plural}`, res);
+      await this.#json(what, res, opts.signal ?? AbortSignal.timeout(this.#timeoutMs));
       return;
     }
     if (!res.body) return;

@@ -61,6 +61,13 @@ export const LEADER_LEASE_NAME = "s3-csi-controller";
 
 /** Controller settings. */
 export const CONTROLLER_OPTIONS = {
+  reconciler: {
+    type: "boolean",
+    env: "RECONCILER",
+    default: true,
+    description:
+      "Run the reconciler (Mountpoint Pods and attachments; needs the Kubernetes API). false: serve only the CSI services on --csi-endpoint, without any Kubernetes API access (the csi-provisioner Deployment)",
+  },
   "csi-endpoint": {
     type: "string",
     env: "CSI_ENDPOINT",
@@ -226,6 +233,14 @@ export const CONTROLLER_OPTIONS = {
     type: "duration",
     default: 2_000,
     description: "How often the Lease is renewed or tried",
+  },
+  "api-timeout": {
+    type: "duration",
+    env: "KUBE_API_TIMEOUT",
+    default: 30_000,
+    description:
+      "Deadline of each Kubernetes API request (watches: until the response headers; their stream has an idle timeout)",
+    validate: positive,
   },
   "metrics-address": {
     type: "string",

@@ -46,6 +46,7 @@ const CLIENT_IMPLEMENTATIONS = new Set([
   "src/kube/rest_client.ts",
   "src/kube/fake_client.ts",
   "src/kube/informer.ts",
+  "src/kube/signal_client.ts",
 ]);
 
 const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+"(\.{1,2}\/[^"]+)"/g;

@@ -150,7 +150,7 @@ Deno.test("rbac: the Lease the controller renews is the one its Role names", () 
   const text = Deno.readTextFileSync(`${ROOT}src/controller/run_controller.ts`);
   assert.match(
     text,
-    /runLeaderElection\(\{[\s\S]*?\bname: LEADER_LEASE_NAME,/,
+    /new LeaderElector\(\{[\s\S]*?\bname: LEADER_LEASE_NAME,/,
     "the controller elects on LEADER_LEASE_NAME",
   );
   const lease = LEADER_LEASE_NAME;
