@@ -46,6 +46,8 @@ export interface Volume {
   emptyDir?: Record<string, unknown>;
   /** ConfigMap volume. */
   configMap?: { name: string; optional?: boolean };
+  /** Projected volume (a ServiceAccount token with its CA and namespace). */
+  projected?: { defaultMode?: number; sources: Record<string, unknown>[] };
 }
 
 /** An RBAC policy rule. */

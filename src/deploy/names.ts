@@ -14,8 +14,14 @@ export const NODE_DAEMONSET = "s3-csi-node";
 export const CONTROLLER_DEPLOYMENT = "s3-csi-controller";
 /** ServiceAccount of the node plugin. */
 export const NODE_SERVICE_ACCOUNT = "s3-csi-driver-sa";
-/** ServiceAccount of the controller pod (controller and csi-provisioner). */
+/** ServiceAccount of the controller (the reconciler). */
 export const CONTROLLER_SERVICE_ACCOUNT = "s3-csi-driver-controller-sa";
+/** Deployment of dynamic provisioning: csi-provisioner and the driver's CSI Controller service. */
+export const PROVISIONER_DEPLOYMENT = "s3-csi-provisioner";
+/** ServiceAccount of the csi-provisioner sidecar (the only container of its pod with a token). */
+export const PROVISIONER_SERVICE_ACCOUNT = "s3-csi-driver-provisioner-sa";
+/** ValidatingAdmissionPolicy (and its binding) that limits the node plugin to its own Node. */
+export const NODE_POLICY = "s3-csi-node-restriction";
 /** Lease the csi-provisioner sidecar takes (its driver name with `.`/`/` replaced by `-`). */
 export const PROVISIONER_LEASE: string = DRIVER_NAME.replace(/[./]/g, "-");
 /** Field manager of `deno task deploy`. */

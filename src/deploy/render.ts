@@ -20,6 +20,8 @@ import {
 } from "./render_cluster.ts";
 import { CONTROLLER_CONTAINERS, renderControllerDeployment } from "./render_controller.ts";
 import { NODE_CONTAINERS, renderNodeDaemonSet } from "./render_node.ts";
+import { renderNodePolicy } from "./render_node_policy.ts";
+import { PROVISIONER_CONTAINERS, renderProvisionerDeployment } from "./render_provisioner.ts";
 import { renderRbac } from "./render_rbac.ts";
 import { checkContainerConfig } from "./settings.ts";
 import type { DeployValues } from "./values.ts";
@@ -50,16 +52,22 @@ function check(obj: Manifest, name: string, specs: Parameters<typeof checkContai
 export function renderManifests(v: DeployValues): Manifest[] {
   const daemonSet = renderNodeDaemonSet(v);
   const deployment = renderControllerDeployment(v);
+  const provisioner = renderProvisionerDeployment(v);
   check(daemonSet, NODE_CONTAINERS.plugin, { ...NODE_OPTIONS, ...LOG_OPTIONS });
   check(deployment, CONTROLLER_CONTAINERS.controller, { ...CONTROLLER_OPTIONS, ...LOG_OPTIONS });
+  for (const p of provisioner) {
+    check(p, PROVISIONER_CONTAINERS.service, { ...CONTROLLER_OPTIONS, ...LOG_OPTIONS });
+  }
   return inApplyOrder([
     ...renderNamespaces(v),
     renderCrd(v),
     ...renderPriorityClasses(v),
     renderCsiDriver(v),
     ...renderRbac(v),
+    ...renderNodePolicy(v),
     ...renderCaConfigMaps(v),
     deployment,
+    ...provisioner,
     daemonSet,
   ]);
 }

@@ -1,8 +1,8 @@
 /**
- * The controller Deployment `s3-csi-controller`: the controller and, for dynamic provisioning, the
- * `csi-provisioner` sidecar talking to the controller's CSI socket on a shared emptyDir
- * (csi-sidecars.md §1, §5.1; upstream §A.9.3). Environment variable names come from
- * `CONTROLLER_OPTIONS`.
+ * The controller Deployment `s3-csi-controller`: the reconciler alone (Mountpoint Pods and
+ * attachments), under its own ServiceAccount. Dynamic provisioning runs in a separate Deployment
+ * (`render_provisioner.ts`) so that neither identity holds the other's permissions (ADR 0010).
+ * Environment variable names come from `CONTROLLER_OPTIONS`.
  *
  * @module
  */
@@ -11,10 +11,6 @@ import { LOG_OPTIONS } from "../util/log.ts";
 import type { Container, EnvVar, Manifest, Volume } from "./k8s_objects.ts";
 import { commonLabels, CONTROLLER_DEPLOYMENT, CONTROLLER_SERVICE_ACCOUNT } from "./names.ts";
 import {
-  CA_MOUNT_DIR,
-  caEnv,
-  caVolume,
-  credentialEnv,
   dedupeEnv,
   NONROOT_UID,
   pullSecrets,
@@ -22,17 +18,13 @@ import {
   restrictedContext,
   tolerations,
 } from "./pod_parts.ts";
-import { optionEnv, optionEnvIfAny, optionFieldEnv, settingArgs } from "./settings.ts";
+import { optionEnv, optionFieldEnv, settingArgs } from "./settings.ts";
 import { type DeployValues, driverImage } from "./values.ts";
 
 /** Container names. */
 export const CONTROLLER_CONTAINERS = {
   controller: "s3-csi-controller",
-  provisioner: "csi-provisioner",
 } as const;
-
-/** Socket dir shared by the controller and csi-provisioner. */
-export const CONTROLLER_SOCKET_DIR = "/csi";
 
 const BINARY = "s3-csi-controller";
 const SPECS = { ...CONTROLLER_OPTIONS, ...LOG_OPTIONS };
@@ -42,13 +34,7 @@ export function controllerEnv(v: DeployValues): EnvVar[] {
   const m = v.mountpointPod;
   const e = (name: string, value: string | number | boolean) =>
     optionEnv(SPECS, BINARY, name, value);
-  // Settings of the Controller service (provisioning), derived when the binary declares them.
-  const opt = (name: string, value: string | number | boolean) =>
-    optionEnvIfAny(SPECS, BINARY, name, value);
   return dedupeEnv([
-    ...(v.provisioner.enabled
-      ? [e("csi-endpoint", `unix://${CONTROLLER_SOCKET_DIR}/csi.sock`)]
-      : []),
     e("mountpoint-namespace", m.namespace),
     e("mountpoint-image", driverImage(v, "mounter")),
     e("mountpoint-image-pull-policy", v.image.pullPolicy),
@@ -66,22 +52,12 @@ export function controllerEnv(v: DeployValues): EnvVar[] {
     e("log-level", v.controller.logLevel),
     // Not a setting: the controller's leader identity (falls back to the hostname).
     { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
-    ...(v.s3.endpointUrl ? opt("s3-endpoint-url", v.s3.endpointUrl) : []),
-    ...opt("s3-region", v.s3.region),
-    ...(v.tls.caCertConfigMap ? opt("s3-ca-bundle", `${CA_MOUNT_DIR}/ca-bundle.crt`) : []),
-    ...(v.proxy.httpsProxy || v.proxy.httpProxy
-      ? opt("s3-proxy", v.proxy.httpsProxy || v.proxy.httpProxy)
-      : []),
-    ...credentialEnv(v),
-    ...caEnv(v),
   ]);
 }
 
 /** The Deployment. */
 export function renderControllerDeployment(v: DeployValues): Manifest {
   const c = v.controller;
-  const ca = caVolume(v);
-  const socketMount = { name: "socket-dir", mountPath: CONTROLLER_SOCKET_DIR };
   const controller: Container = {
     name: CONTROLLER_CONTAINERS.controller,
     image: driverImage(v, "controller"),
@@ -89,11 +65,7 @@ export function renderControllerDeployment(v: DeployValues): Manifest {
     args: settingArgs(c.settings),
     env: controllerEnv(v),
     ports: [{ name: "metrics", containerPort: c.metricsPort, protocol: "TCP" }],
-    volumeMounts: [
-      ...(v.provisioner.enabled ? [socketMount] : []),
-      { name: "tmp", mountPath: "/tmp" },
-      ...ca.mounts,
-    ],
+    volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
     resources: resources(c.resources),
     livenessProbe: {
       httpGet: { path: "/healthz", port: "metrics" },
@@ -110,38 +82,7 @@ export function renderControllerDeployment(v: DeployValues): Manifest {
     },
     securityContext: restrictedContext(),
   };
-  const p = v.provisioner;
-  const provisioner: Container = {
-    name: CONTROLLER_CONTAINERS.provisioner,
-    image: v.image.csiProvisioner,
-    imagePullPolicy: v.image.pullPolicy,
-    args: [
-      `--csi-address=${CONTROLLER_SOCKET_DIR}/csi.sock`,
-      "--leader-election",
-      "--leader-election-namespace=$(POD_NAMESPACE)",
-      `--http-endpoint=:${p.httpPort}`,
-      `--timeout=${p.timeout}`,
-      "--extra-create-metadata",
-      "--v=2",
-    ],
-    env: [{ name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } }],
-    ports: [{ name: "provisioner", containerPort: p.httpPort, protocol: "TCP" }],
-    volumeMounts: [socketMount],
-    resources: resources(p.resources),
-    livenessProbe: {
-      httpGet: { path: "/healthz/leader-election", port: "provisioner" },
-      initialDelaySeconds: 10,
-      periodSeconds: 20,
-      timeoutSeconds: 10,
-      failureThreshold: 3,
-    },
-    securityContext: restrictedContext(),
-  };
-  const volumes: Volume[] = [
-    ...(p.enabled ? [{ name: "socket-dir", emptyDir: {} }] : []),
-    { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } },
-    ...ca.volumes,
-  ];
+  const volumes: Volume[] = [{ name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } }];
   const selector = { app: CONTROLLER_DEPLOYMENT };
   return {
     apiVersion: "apps/v1",
@@ -171,7 +112,7 @@ export function renderControllerDeployment(v: DeployValues): Manifest {
           },
           terminationGracePeriodSeconds: 30,
           ...pullSecrets(v),
-          containers: p.enabled ? [controller, provisioner] : [controller],
+          containers: [controller],
           volumes,
         },
       },

@@ -1,6 +1,9 @@
 /**
- * ServiceAccounts and least-privilege RBAC, one permission table per component. Each entry says
- * where it applies (cluster-wide, the Mountpoint namespace or the driver namespace) and why.
+ * ServiceAccounts and least-privilege RBAC, one permission table per component and one
+ * ServiceAccount per component (ADR 0010): the node plugin, the controller (reconciler) and the
+ * csi-provisioner sidecar. Each entry says where it applies (cluster-wide, the Mountpoint
+ * namespace or the driver namespace) and why. The node plugin's Node patch is narrowed further by
+ * an admission policy (`render_node_policy.ts`).
  *
  * The node and controller tables are checked against the calls their code makes
  * (`tests/deploy/rbac_test.ts` scans each binary's reachable source); the csi-provisioner table is
@@ -19,6 +22,7 @@ import {
   CONTROLLER_SERVICE_ACCOUNT,
   NODE_SERVICE_ACCOUNT,
   PROVISIONER_LEASE,
+  PROVISIONER_SERVICE_ACCOUNT,
 } from "./names.ts";
 import type { DeployValues } from "./values.ts";
 
@@ -65,7 +69,8 @@ export const NODE_PERMISSIONS: readonly Permission[] = [
     resource: "nodes",
     verbs: ["get", "patch"],
     scope: "cluster",
-    why: "remove the agent-not-ready taint from its own node",
+    why:
+      "remove the agent-not-ready taint from its own node (the admission policy s3-csi-node-restriction allows nothing else)",
   },
 ];
 
@@ -255,13 +260,14 @@ export function renderRbac(v: DeployValues): Manifest[] {
   return [
     sa(NODE_SERVICE_ACCOUNT, "node"),
     sa(CONTROLLER_SERVICE_ACCOUNT, "controller"),
+    ...(v.provisioner.enabled ? [sa(PROVISIONER_SERVICE_ACCOUNT, "provisioner")] : []),
     ...roleObjects(v, "node", NODE_SERVICE_ACCOUNT, NODE_PERMISSIONS),
     ...roleObjects(v, "controller", CONTROLLER_SERVICE_ACCOUNT, CONTROLLER_PERMISSIONS),
     ...(v.provisioner.enabled
-      ? roleObjects(v, "provisioner", CONTROLLER_SERVICE_ACCOUNT, PROVISIONER_PERMISSIONS)
+      ? roleObjects(v, "provisioner", PROVISIONER_SERVICE_ACCOUNT, PROVISIONER_PERMISSIONS)
       : []),
   ];
 }
 
-/** The lease names the controller pod's containers use (documentation and tests). */
+/** The lease names the controller and the csi-provisioner take (documentation and tests). */
 export const LEASE_NAMES: readonly string[] = [CONTROLLER_DEPLOYMENT, PROVISIONER_LEASE];

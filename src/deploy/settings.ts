@@ -26,6 +26,7 @@ export const MANAGED_NODE_SETTINGS: ReadonlySet<keyof typeof NODE_OPTIONS | stri
 /** Controller settings the deployment sets itself. */
 export const MANAGED_CONTROLLER_SETTINGS: ReadonlySet<keyof typeof CONTROLLER_OPTIONS | string> =
   new Set([
+    "reconciler",
     "csi-endpoint",
     "mountpoint-namespace",
     "mountpoint-image",

@@ -107,6 +107,13 @@ export interface DeployValues {
     tolerations: TolerationValues[];
     /** More node plugin settings by flag name (see `s3-csi-node --help`), e.g. `read-ahead-kb`. */
     settings: Record<string, string>;
+    /**
+     * Admission policy (ValidatingAdmissionPolicy) limiting the node plugin's ServiceAccount to
+     * removing the agent-not-ready taint from its own Node (RBAC alone can only grant patch on
+     * every Node). Needs bound ServiceAccount tokens that carry the node name (Kubernetes ≥ 1.30
+     * default); turn off only where those are disabled.
+     */
+    restrictNodeUpdates: boolean;
   };
   /** Controller Deployment settings. */
   controller: {
@@ -120,9 +127,14 @@ export interface DeployValues {
     /** More controller settings by flag name (see `s3-csi-controller --help`). */
     settings: Record<string, string>;
   };
-  /** csi-provisioner sidecar in the controller pod (dynamic provisioning). */
+  /**
+   * Dynamic provisioning: its own Deployment (`s3-csi-provisioner`) and ServiceAccount, holding the
+   * csi-provisioner sidecar and the driver's CSI Controller service (which has no API access).
+   * Scheduling (node selector, tolerations) follows `controller`.
+   */
   provisioner: {
     enabled: boolean;
+    replicas: number;
     /** Port of the sidecar's /healthz/leader-election and metrics. */
     httpPort: number;
     /** Deadline of each CreateVolume/DeleteVolume call (bucket creation). */
@@ -198,6 +210,7 @@ export function defaultValues(): DeployValues {
       defaultTolerations: true,
       tolerations: [],
       settings: {},
+      restrictNodeUpdates: true,
     },
     controller: {
       replicas: 1,
@@ -210,6 +223,7 @@ export function defaultValues(): DeployValues {
     },
     provisioner: {
       enabled: true,
+      replicas: 1,
       httpPort: 8081,
       timeout: "60s",
       resources: res("10m", "32Mi", "128Mi"),

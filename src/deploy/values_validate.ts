@@ -258,10 +258,14 @@ function semantic(v: DeployValues, problems: string[]): void {
   port(v.controller.metricsPort, "controller.metricsPort", problems);
   port(v.provisioner.httpPort, "provisioner.httpPort", problems);
   if (v.provisioner.enabled && v.provisioner.httpPort === v.controller.metricsPort) {
-    problems.push("provisioner.httpPort: must differ from controller.metricsPort (same pod)");
+    problems.push(
+      "provisioner.httpPort: must differ from controller.metricsPort (the provisioner pod serves both)",
+    );
   }
-  if (!Number.isInteger(v.controller.replicas) || v.controller.replicas < 0) {
-    problems.push(`controller.replicas: must be a whole number ≥ 0, got ${v.controller.replicas}`);
+  for (const k of ["controller", "provisioner"] as const) {
+    if (!Number.isInteger(v[k].replicas) || v[k].replicas < 0) {
+      problems.push(`${k}.replicas: must be a whole number ≥ 0, got ${v[k].replicas}`);
+    }
   }
   if (parseDuration(v.provisioner.timeout) === undefined) {
     problems.push(

@@ -131,6 +131,23 @@ export const CLUSTER_ROLE_BINDINGS = rbac("clusterrolebindings", "ClusterRoleBin
 export const ROLES = rbac("roles", "Role", true);
 /** RoleBindings. */
 export const ROLE_BINDINGS = rbac("rolebindings", "RoleBinding", true);
+const admission = (plural: string, kind: string): Resource => ({
+  group: "admissionregistration.k8s.io",
+  version: "v1",
+  plural,
+  kind,
+  namespaced: false,
+});
+/** ValidatingAdmissionPolicies (CEL admission rules, GA in Kubernetes 1.30). */
+export const VALIDATING_ADMISSION_POLICIES = admission(
+  "validatingadmissionpolicies",
+  "ValidatingAdmissionPolicy",
+);
+/** ValidatingAdmissionPolicyBindings. */
+export const VALIDATING_ADMISSION_POLICY_BINDINGS = admission(
+  "validatingadmissionpolicybindings",
+  "ValidatingAdmissionPolicyBinding",
+);
 /** Deployments. */
 export const DEPLOYMENTS: Resource = {
   group: "apps",

@@ -54,6 +54,12 @@ function byKind(objects: readonly Manifest[], kind: string): Manifest {
   return o;
 }
 
+function deployment(objects: readonly Manifest[], name: string): Manifest {
+  const o = objects.find((x) => x.kind === "Deployment" && x.metadata.name === name);
+  assert.ok(o, `no Deployment ${name} rendered`);
+  return o;
+}
+
 function container(o: Manifest, name: string): Container {
   const c = containersOf(o).find((x) => x.name === name);
   assert.ok(c, `no container ${name} in ${o.metadata.name}`);
@@ -114,7 +120,12 @@ for (const [variant, values] of Object.entries(VARIANTS)) {
     }
     // The driver's own long-running containers also have readiness.
     assert.ok(container(byKind(objects, "DaemonSet"), "s3-plugin").readinessProbe);
-    assert.ok(container(byKind(objects, "Deployment"), "s3-csi-controller").readinessProbe);
+    assert.ok(
+      container(deployment(objects, "s3-csi-controller"), "s3-csi-controller").readinessProbe,
+    );
+    assert.ok(
+      container(deployment(objects, "s3-csi-provisioner"), "s3-csi-provisioning").readinessProbe,
+    );
   });
 
   Deno.test(`manifests (${variant}): node mounts and propagation match the node plugin's paths`, () => {
@@ -170,11 +181,13 @@ for (const [variant, values] of Object.entries(VARIANTS)) {
 
   Deno.test(`manifests (${variant}): containers get only settings their binaries accept`, () => {
     const ds = byKind(objects, "DaemonSet");
-    const dep = byKind(objects, "Deployment");
+    const dep = deployment(objects, "s3-csi-controller");
+    const prov = deployment(objects, "s3-csi-provisioner");
     for (
       const [c, specs] of [
         [container(ds, "s3-plugin"), { ...NODE_OPTIONS, ...LOG_OPTIONS }],
         [container(dep, "s3-csi-controller"), { ...CONTROLLER_OPTIONS, ...LOG_OPTIONS }],
+        [container(prov, "s3-csi-provisioning"), { ...CONTROLLER_OPTIONS, ...LOG_OPTIONS }],
       ] as const
     ) {
       assert.equal(checkContainerConfig(specs, c.args ?? [], c.env ?? []), undefined, c.name);
@@ -202,7 +215,10 @@ for (const [variant, values] of Object.entries(VARIANTS)) {
     assert.ok(NODE_CAPABILITIES.includes("VOLUME_MOUNT_GROUP"), "File needs VOLUME_MOUNT_GROUP");
     const ds = byKind(objects, "DaemonSet");
     assert.equal(ds.metadata.name, "s3-csi-node");
-    assert.equal(byKind(objects, "Deployment").metadata.name, "s3-csi-controller");
+    assert.deepEqual(
+      objects.filter((o) => o.kind === "Deployment").map((o) => o.metadata.name),
+      ["s3-csi-controller", "s3-csi-provisioner"],
+    );
     const tolerations = podSpec(ds).tolerations as {
       key?: string;
       operator?: string;
@@ -219,8 +235,10 @@ for (const [variant, values] of Object.entries(VARIANTS)) {
     }
     const pcs = objects.filter((o) => o.kind === "PriorityClass").map((o) => o.metadata.name);
     assert.ok(pcs.includes(values.mountpointPod.priorityClassName));
-    const env = new Map((container(byKind(objects, "Deployment"), "s3-csi-controller").env ?? [])
-      .map((e) => [e.name, e.value]));
+    const env = new Map(
+      (container(deployment(objects, "s3-csi-controller"), "s3-csi-controller").env ?? [])
+        .map((e) => [e.name, e.value]),
+    );
     assert.equal(
       env.get(CONTROLLER_OPTIONS["mountpoint-priority-class-name"].env),
       values.mountpointPod.priorityClassName,

@@ -1,19 +1,40 @@
 /**
- * The rendered RBAC, deployed to the real kube-apiserver tier (RBAC authorizer), allows every call
- * each component's code makes, in the namespace where it makes it, and refuses neighbouring calls
- * it does not need. Asked with SubjectAccessReviews for the components' ServiceAccounts, so the
- * answer is the real authorizer's, not a reading of our own tables.
+ * The rendered RBAC and node admission policy, deployed with `deno task deploy` to the real
+ * kube-apiserver tier (RBAC authorizer, ValidatingAdmissionPolicy admission), so the answers are
+ * the real server's, not a reading of our own tables:
  *
- * Skips (printed) without `KUBE_REAL_KUBECONFIG`: the API emulator does not authorize.
+ * 1. SubjectAccessReviews for each component's ServiceAccount: every call its code makes (node,
+ *    controller: scanned from the source) or its documented minimum (csi-provisioner) is allowed
+ *    where it is made, and the neighbouring calls it must not make are refused — in particular
+ *    the controller (reconciler) cannot read Secrets or write PersistentVolumes, and the
+ *    csi-provisioner cannot touch pods, nodes or attachments.
+ * 2. The node plugin's Node patch, with a real bound token of a pod on node A (TokenRequest): it
+ *    removes the agent-not-ready taint from node A through the node plugin's own code, and the
+ *    admission policy refuses everything else — node B, other taints, labels, cordoning.
+ *
+ * Skips (printed) without `KUBE_REAL_KUBECONFIG`: the API emulator neither authorizes nor admits.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { GROUP } from "../../src/api/group_version.ts";
 import { S3PA_PLURAL } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import { CONTROLLER_SERVICE_ACCOUNT, NODE_SERVICE_ACCOUNT } from "../../src/deploy/names.ts";
-import type { KubeObject } from "../../src/kube/client.ts";
-import type { Resource } from "../../src/kube/resources.ts";
+import {
+  CONTROLLER_SERVICE_ACCOUNT,
+  NODE_SERVICE_ACCOUNT,
+  PROVISIONER_SERVICE_ACCOUNT,
+} from "../../src/deploy/names.ts";
+import { PROVISIONER_PERMISSIONS } from "../../src/deploy/render_rbac.ts";
+import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { ApiError } from "../../src/kube/errors.ts";
+import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
+import { NODES, PODS, type Resource, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
+import { RestKubeClient } from "../../src/kube/rest_client.ts";
+import type { Node, Pod } from "../../src/kube/types.ts";
+import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
+import { removeAgentNotReadyTaint } from "../../src/node/taint.ts";
+import { waitFor } from "../_helpers.ts";
+import { KubeHttp } from "../kube_contract/kube_http.ts";
 import { deployCluster, runTask } from "./_deploy_cluster.ts";
 import { scanApiCalls } from "./_api_calls.ts";
 
@@ -33,14 +54,37 @@ interface Ask {
   name?: string;
 }
 
-if (!Deno.env.get("KUBE_REAL_KUBECONFIG")) {
+const REAL = Deno.env.get("KUBE_REAL_KUBECONFIG");
+if (!REAL) {
   // deno-lint-ignore no-console
   console.error("rbac_real_test: KUBE_REAL_KUBECONFIG not set, real kube-apiserver tier skipped");
 }
 
+function reviewer(client: KubeClient, ns: string) {
+  return async (sa: string, a: Ask): Promise<boolean> => {
+    const [res, sub] = a.resource.split("/");
+    const review = await client.create<KubeObject & { status?: { allowed?: boolean } }>(SAR, {
+      spec: {
+        user: `system:serviceaccount:${ns}:${sa}`,
+        groups: ["system:serviceaccounts", `system:serviceaccounts:${ns}`, "system:authenticated"],
+        resourceAttributes: {
+          verb: a.verb,
+          group: a.group,
+          resource: res,
+          ...(sub ? { subresource: sub } : {}),
+          ...(a.namespace ? { namespace: a.namespace } : {}),
+          ...(a.name ? { name: a.name } : {}),
+        },
+      },
+    });
+    return review.status?.allowed === true;
+  };
+}
+
 Deno.test({
-  name: "rbac (real kube-apiserver): components may make their calls and nothing next to them",
-  ignore: !Deno.env.get("KUBE_REAL_KUBECONFIG"),
+  name:
+    "rbac (real kube-apiserver): each identity may make its calls and nothing next to them (SubjectAccessReview)",
+  ignore: !REAL,
   async fn() {
     await using c = await deployCluster("real");
     const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
@@ -49,28 +93,7 @@ Deno.test({
     const mpNs = c.objects.find((o) =>
       o.kind === "Namespace" && o.metadata.name.endsWith("-mp")
     )!.metadata.name;
-    const allowed = async (sa: string, a: Ask): Promise<boolean> => {
-      const [res, sub] = a.resource.split("/");
-      const review = await c.client.create<KubeObject & { status?: { allowed?: boolean } }>(SAR, {
-        spec: {
-          user: `system:serviceaccount:${ns}:${sa}`,
-          groups: [
-            "system:serviceaccounts",
-            `system:serviceaccounts:${ns}`,
-            "system:authenticated",
-          ],
-          resourceAttributes: {
-            verb: a.verb,
-            group: a.group,
-            resource: res,
-            ...(sub ? { subresource: sub } : {}),
-            ...(a.namespace ? { namespace: a.namespace } : {}),
-            ...(a.name ? { name: a.name } : {}),
-          },
-        },
-      });
-      return review.status?.allowed === true;
-    };
+    const allowed = reviewer(c.client, ns);
     // Where each component makes its namespaced calls (the scan gives verbs, not namespaces).
     const where = (component: string, resource: string, verb: string): string | undefined => {
       if (resource === "pods") {
@@ -95,26 +118,52 @@ Deno.test({
         assert.ok(await allowed(sa, a), `${component} may not ${JSON.stringify(a)} (${call.at})`);
       }
     }
+    for (const p of PROVISIONER_PERMISSIONS) {
+      for (const verb of p.verbs) {
+        const a: Ask = { verb, group: p.group, resource: p.resource };
+        if (p.scope === "driver-namespace") a.namespace = ns;
+        if (p.resource === "secrets") a.namespace = "default"; // StorageClass secrets: anywhere
+        assert.ok(
+          await allowed(PROVISIONER_SERVICE_ACCOUNT, a),
+          `csi-provisioner may not ${JSON.stringify(a)}`,
+        );
+      }
+    }
+    const core = (verb: string, resource: string, namespace?: string): Ask => ({
+      verb,
+      group: "",
+      resource,
+      ...(namespace ? { namespace } : {}),
+    });
     const refused: [string, Ask][] = [
-      [NODE_SERVICE_ACCOUNT, { verb: "create", group: "", resource: "pods", namespace: mpNs }],
-      [NODE_SERVICE_ACCOUNT, { verb: "list", group: "", resource: "pods", namespace: "default" }],
+      // The node plugin: no pod writes, no other namespaces, no attachment writes, no secrets.
+      [NODE_SERVICE_ACCOUNT, core("create", "pods", mpNs)],
+      [NODE_SERVICE_ACCOUNT, core("list", "pods", "default")],
       [NODE_SERVICE_ACCOUNT, { verb: "update", group: GROUP, resource: S3PA_PLURAL }],
-      [NODE_SERVICE_ACCOUNT, { verb: "get", group: "", resource: "secrets", namespace: ns }],
-      [NODE_SERVICE_ACCOUNT, { verb: "delete", group: "", resource: "nodes" }],
-      [CONTROLLER_SERVICE_ACCOUNT, {
-        verb: "create",
-        group: "",
-        resource: "pods",
-        namespace: "default",
-      }],
+      [NODE_SERVICE_ACCOUNT, core("get", "secrets", ns)],
+      [NODE_SERVICE_ACCOUNT, core("delete", "nodes")],
+      [NODE_SERVICE_ACCOUNT, core("update", "nodes")],
+      [NODE_SERVICE_ACCOUNT, core("patch", "nodes/status")],
+      // The controller (reconciler): no Secrets at all, no PersistentVolume writes, pods only in
+      // the Mountpoint namespace, its own Lease only.
+      [CONTROLLER_SERVICE_ACCOUNT, core("get", "secrets", "default")],
+      [CONTROLLER_SERVICE_ACCOUNT, core("get", "secrets", ns)],
+      [CONTROLLER_SERVICE_ACCOUNT, core("list", "secrets")],
+      [CONTROLLER_SERVICE_ACCOUNT, core("watch", "secrets")],
+      ...["create", "update", "patch", "delete"].map((
+        verb,
+      ): [string, Ask] => [CONTROLLER_SERVICE_ACCOUNT, core(verb, "persistentvolumes")]),
+      [CONTROLLER_SERVICE_ACCOUNT, core("update", "persistentvolumeclaims", "default")],
+      [CONTROLLER_SERVICE_ACCOUNT, core("create", "pods", "default")],
+      [CONTROLLER_SERVICE_ACCOUNT, core("update", "pods", mpNs)],
+      [CONTROLLER_SERVICE_ACCOUNT, core("patch", "nodes")],
       [CONTROLLER_SERVICE_ACCOUNT, {
         verb: "update",
-        group: "",
-        resource: "pods",
-        namespace: mpNs,
+        group: "coordination.k8s.io",
+        resource: "leases",
+        namespace: ns,
+        name: "s3-csi-scality-com",
       }],
-      [CONTROLLER_SERVICE_ACCOUNT, { verb: "patch", group: "", resource: "nodes" }],
-      [CONTROLLER_SERVICE_ACCOUNT, { verb: "list", group: "", resource: "secrets" }],
       [CONTROLLER_SERVICE_ACCOUNT, {
         verb: "update",
         group: "coordination.k8s.io",
@@ -127,9 +176,163 @@ Deno.test({
         group: "apiextensions.k8s.io",
         resource: "customresourcedefinitions",
       }],
+      // The csi-provisioner: nothing of the reconciler's or the node's.
+      [PROVISIONER_SERVICE_ACCOUNT, core("create", "pods", mpNs)],
+      [PROVISIONER_SERVICE_ACCOUNT, core("list", "pods")],
+      [PROVISIONER_SERVICE_ACCOUNT, core("patch", "nodes")],
+      [PROVISIONER_SERVICE_ACCOUNT, core("list", "secrets")],
+      [PROVISIONER_SERVICE_ACCOUNT, { verb: "create", group: GROUP, resource: S3PA_PLURAL }],
+      [PROVISIONER_SERVICE_ACCOUNT, { verb: "list", group: GROUP, resource: S3PA_PLURAL }],
+      [PROVISIONER_SERVICE_ACCOUNT, {
+        verb: "update",
+        group: "coordination.k8s.io",
+        resource: "leases",
+        namespace: "default",
+      }],
     ];
     for (const [sa, a] of refused) {
       assert.equal(await allowed(sa, a), false, `${sa} may ${JSON.stringify(a)}`);
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "rbac (real kube-apiserver): the node plugin's token patches only its own Node, only to remove the agent-not-ready taint",
+  ignore: !REAL,
+  async fn() {
+    await using c = await deployCluster("real");
+    const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
+    assert.equal(up.code, 0, up.stderr);
+    const ns = c.objects.find((o) => o.kind === "ServiceAccount")!.metadata.namespace!;
+    const s = crypto.randomUUID().slice(0, 6);
+    const [nodeA, nodeB] = [`vap-a-${s}`, `vap-b-${s}`];
+    const taints = [
+      { key: TAINT_AGENT_NOT_READY, effect: "NoSchedule" },
+      { key: "example.com/other", value: "x", effect: "NoSchedule" },
+    ];
+    for (const n of [nodeA, nodeB]) {
+      await c.client.create<Node>(NODES, {
+        metadata: { name: n, labels: { "kubernetes.io/hostname": n } },
+        spec: { taints },
+      });
+    }
+    let tokenClient: RestKubeClient | undefined;
+    try {
+      // A pod of the node plugin's ServiceAccount on node A, and a token bound to it, as kubelet
+      // would project into the node plugin's container.
+      await waitFor(
+        `ServiceAccount ${NODE_SERVICE_ACCOUNT}`,
+        () => c.client.get(SERVICE_ACCOUNTS, NODE_SERVICE_ACCOUNT, ns),
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      const pod = await c.client.create<Pod>(PODS, {
+        metadata: { name: `node-plugin-${s}`, namespace: ns },
+        spec: {
+          nodeName: nodeA,
+          serviceAccountName: NODE_SERVICE_ACCOUNT,
+          containers: [{ name: "x", image: "busybox" }],
+        },
+      });
+      const tokenResource: Resource = {
+        group: "",
+        version: "v1",
+        plural: `serviceaccounts/${NODE_SERVICE_ACCOUNT}/token`,
+        kind: "TokenRequest",
+        namespaced: true,
+      };
+      const review = await c.client.create<KubeObject & { status?: { token: string } }>(
+        tokenResource,
+        {
+          apiVersion: "authentication.k8s.io/v1",
+          kind: "TokenRequest",
+          metadata: { namespace: ns },
+          spec: {
+            expirationSeconds: 600,
+            boundObjectRef: {
+              apiVersion: "v1",
+              kind: "Pod",
+              name: pod.metadata.name,
+              uid: pod.metadata.uid,
+            },
+          },
+        },
+      );
+      const server = kubeConfigFromFile(c.kubeconfig).server;
+      tokenClient = new RestKubeClient({
+        server,
+        insecureSkipTLSVerify: true,
+        token: review.status!.token,
+      });
+      // The policy is loaded by the API server a moment after it is created (it was just
+      // deployed): wait until a dry run of a refused patch is refused (admission runs on dry runs).
+      const raw = new KubeHttp({
+        name: "node",
+        server,
+        insecure: true,
+        token: review.status!.token,
+      });
+      try {
+        await waitFor("the admission policy to be in force", async () => {
+          const r = await raw.request("PATCH", `/api/v1/nodes/${nodeB}?dryRun=All`, {
+            body: { metadata: { annotations: { probe: "x" } } },
+            contentType: "application/merge-patch+json",
+          });
+          return r.status === 403;
+        }, { timeoutMs: 30_000, intervalMs: 200 });
+      } finally {
+        raw.close();
+      }
+      // The node plugin's own code removes the taint from its node.
+      assert.equal(
+        await removeAgentNotReadyTaint(tokenClient, nodeA, { attempts: 1 }),
+        "removed",
+      );
+      const a = await c.client.get<Node>(NODES, nodeA);
+      // (the API server's own admission adds node.kubernetes.io/not-ready to new Nodes)
+      const keys = (n?: Node) => n?.spec?.taints?.map((t) => t.key) ?? [];
+      assert.ok(!keys(a).includes(TAINT_AGENT_NOT_READY), "the startup taint is gone");
+      assert.ok(keys(a).includes("example.com/other"), "other taints stay");
+      // Everything else is refused by the admission policy (RBAC alone would allow it).
+      const refusedPatch = async (
+        what: string,
+        node: string,
+        patch: unknown,
+        type: "json" | "merge",
+      ) => {
+        const err = await tokenClient!.patch(NODES, node, undefined, patch, { type }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof ApiError && err.status === 403, `${what} was not refused: ${err}`);
+        assert.match(err.message, /S3 CSI node plugin/, what);
+      };
+      await refusedPatch("removing the taint from another node", nodeB, [
+        { op: "test", path: "/spec/taints/0/key", value: TAINT_AGENT_NOT_READY },
+        { op: "remove", path: "/spec/taints/0" },
+      ], "json");
+      await refusedPatch("removing another taint", nodeA, [
+        { op: "remove", path: "/spec/taints/0" },
+      ], "json");
+      await refusedPatch("adding a taint", nodeA, [
+        { op: "add", path: "/spec/taints/-", value: { key: "evil", effect: "NoExecute" } },
+      ], "json");
+      await refusedPatch("labelling its node", nodeA, {
+        metadata: { labels: { "node-role.kubernetes.io/control-plane": "" } },
+      }, "merge");
+      await refusedPatch("cordoning its node", nodeA, { spec: { unschedulable: true } }, "merge");
+      await refusedPatch("annotating another node", nodeB, {
+        metadata: { annotations: { x: "y" } },
+      }, "merge");
+      const b = await c.client.get<Node>(NODES, nodeB);
+      assert.ok(keys(b).includes(TAINT_AGENT_NOT_READY), "node B keeps its taint");
+      assert.equal(b?.metadata.annotations?.x, undefined, "node B not annotated");
+      const after = await c.client.get<Node>(NODES, nodeA);
+      assert.deepEqual(keys(after), keys(a), "node A's taints unchanged by the refused patches");
+      assert.equal(after?.spec?.unschedulable, undefined);
+    } finally {
+      await tokenClient?.close();
+      for (const n of [nodeA, nodeB]) await c.client.delete(NODES, n).catch(() => {});
     }
   },
 });

@@ -12,7 +12,24 @@
 import { LEADER_LEASE_NAME } from "../../src/options/controller_options.ts";
 import assert from "node:assert/strict";
 import type { Manifest, PolicyRule } from "../../src/deploy/k8s_objects.ts";
-import { ANNOTATION_RBAC_FOR } from "../../src/deploy/names.ts";
+import {
+  ANNOTATION_RBAC_FOR,
+  CONTROLLER_DEPLOYMENT,
+  CONTROLLER_SERVICE_ACCOUNT,
+  NODE_DAEMONSET,
+  NODE_POLICY,
+  NODE_SERVICE_ACCOUNT,
+  PROVISIONER_DEPLOYMENT,
+  PROVISIONER_SERVICE_ACCOUNT,
+} from "../../src/deploy/names.ts";
+import { containersOf } from "../../src/deploy/render.ts";
+import {
+  PROVISIONER_CONTAINERS,
+  SERVICE_ACCOUNT_MOUNT,
+  TOKEN_VOLUME,
+} from "../../src/deploy/render_provisioner.ts";
+import { CONTROLLER_OPTIONS } from "../../src/options/controller_options.ts";
+import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
 import { renderManifests } from "../../src/deploy/render.ts";
 import {
   CONTROLLER_PERMISSIONS,
@@ -128,7 +145,9 @@ Deno.test("rbac: writes are namespaced where they can be; no wildcards; bindings
       }
     }
   }
-  const bindings = objects.filter((o) => o.kind.endsWith("Binding"));
+  const bindings = objects.filter((o) =>
+    o.kind === "RoleBinding" || o.kind === "ClusterRoleBinding"
+  );
   assert.equal(bindings.length, roles.length, "one binding per role");
   for (const b of bindings) {
     const roleRef = b.roleRef as { kind: string; name: string };
@@ -156,4 +175,95 @@ Deno.test("rbac: the Lease the controller renews is the one its Role names", () 
   const lease = LEADER_LEASE_NAME;
   const named = CONTROLLER_PERMISSIONS.find((p) => p.resource === "leases" && p.resourceNames);
   assert.deepEqual(named?.resourceNames, [lease]);
+});
+
+Deno.test("rbac: one ServiceAccount per component; the reconciler can read no Secret and write no PersistentVolume", () => {
+  const subjects = new Map<string, Set<string>>();
+  for (const b of objects.filter((o) => o.kind.endsWith("RoleBinding"))) {
+    const component = b.metadata.annotations?.[ANNOTATION_RBAC_FOR] ?? "";
+    for (const s of b.subjects as { name: string }[]) {
+      if (!subjects.has(component)) subjects.set(component, new Set());
+      subjects.get(component)!.add(s.name);
+    }
+  }
+  assert.deepEqual(
+    Object.fromEntries([...subjects].map(([k, v]) => [k, [...v]])),
+    {
+      node: [NODE_SERVICE_ACCOUNT],
+      controller: [CONTROLLER_SERVICE_ACCOUNT],
+      provisioner: [PROVISIONER_SERVICE_ACCOUNT],
+    },
+  );
+  const controller = granted("controller");
+  assert.equal(controller.get("/secrets"), undefined, "the reconciler reads no Secret");
+  assert.deepEqual(controller.get("/persistentvolumes"), ["list", "watch"]);
+  assert.deepEqual(controller.get("/persistentvolumeclaims"), ["list", "watch"]);
+  // The workloads run as those accounts.
+  const workload = (name: string) => {
+    const w = objects.find((o) =>
+      o.metadata.name === name && (o.kind === "Deployment" || o.kind === "DaemonSet")
+    )!;
+    return w;
+  };
+  const podSpec = (w: Manifest) =>
+    (w.spec as {
+      template: { spec: { serviceAccountName: string; automountServiceAccountToken?: boolean } };
+    }).template.spec;
+  assert.equal(
+    podSpec(workload(CONTROLLER_DEPLOYMENT)).serviceAccountName,
+    CONTROLLER_SERVICE_ACCOUNT,
+  );
+  assert.equal(podSpec(workload(NODE_DAEMONSET)).serviceAccountName, NODE_SERVICE_ACCOUNT);
+  const dep = workload(PROVISIONER_DEPLOYMENT);
+  assert.equal(podSpec(dep).serviceAccountName, PROVISIONER_SERVICE_ACCOUNT);
+  // Only the csi-provisioner container sees the provisioner's token.
+  assert.equal(podSpec(dep).automountServiceAccountToken, false);
+  for (const c of containersOf(dep)) {
+    const mounts = (c.volumeMounts ?? []).filter((m) => m.name === TOKEN_VOLUME);
+    if (c.name === PROVISIONER_CONTAINERS.provisioner) {
+      assert.deepEqual(mounts.map((m) => [m.mountPath, m.readOnly]), [[
+        SERVICE_ACCOUNT_MOUNT,
+        true,
+      ]]);
+    } else assert.deepEqual(mounts, [], `${c.name} must not see the provisioner's token`);
+  }
+  const service = containersOf(dep).find((c) => c.name === PROVISIONER_CONTAINERS.service)!;
+  assert.ok(
+    service.env?.some((e) => e.name === CONTROLLER_OPTIONS.reconciler.env && e.value === "false"),
+    "the CSI Controller service runs without its reconciler (no API access)",
+  );
+  // The reconciler's container gets no Secret through its environment either.
+  const ctrl = containersOf(workload(CONTROLLER_DEPLOYMENT))[0]!;
+  assert.ok(
+    !(ctrl.env ?? []).some((e) => e.valueFrom && "secretKeyRef" in e.valueFrom),
+    "the reconciler needs no S3 credentials",
+  );
+});
+
+Deno.test("rbac: the node plugin's Node patch is narrowed by an admission policy, in place before the DaemonSet", () => {
+  const policy = objects.find((o) => o.kind === "ValidatingAdmissionPolicy")!;
+  const binding = objects.find((o) => o.kind === "ValidatingAdmissionPolicyBinding")!;
+  assert.equal(policy.metadata.name, NODE_POLICY);
+  const spec = policy.spec as {
+    failurePolicy: string;
+    matchConstraints: { resourceRules: { resources: string[]; operations: string[] }[] };
+    matchConditions: { expression: string }[];
+    validations: { expression: string }[];
+  };
+  assert.equal(spec.failurePolicy, "Fail");
+  assert.deepEqual(spec.matchConstraints.resourceRules.map((r) => [r.resources, r.operations]), [
+    [["nodes"], ["UPDATE"]],
+  ]);
+  assert.equal(
+    spec.matchConditions[0]!.expression,
+    `request.userInfo.username == 'system:serviceaccount:${values.namespace}:${NODE_SERVICE_ACCOUNT}'`,
+  );
+  assert.ok(spec.validations.some((v) => v.expression.includes(TAINT_AGENT_NOT_READY)));
+  assert.deepEqual(binding.spec, { policyName: NODE_POLICY, validationActions: ["Deny"] });
+  const at = (o: Manifest) => objects.indexOf(o);
+  const ds = objects.find((o) => o.kind === "DaemonSet")!;
+  assert.ok(at(policy) < at(binding) && at(binding) < at(ds), "policy, binding, then DaemonSet");
+  // Turned off, nothing is rendered.
+  const off = renderManifests(resolveValues({ node: { restrictNodeUpdates: false } }));
+  assert.ok(!off.some((o) => o.kind.startsWith("ValidatingAdmissionPolicy")));
 });

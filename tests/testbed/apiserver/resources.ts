@@ -244,6 +244,16 @@ const BUILTINS: readonly BuiltinSpec[] = [
     namespaced: !plural.startsWith("cluster"),
     createOnUpdate: true,
   })),
+  // Stored only: the emulator does not run admission policies (as it does not authorize).
+  ...[
+    ["validatingadmissionpolicies", "ValidatingAdmissionPolicy"],
+    ["validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding"],
+  ].map(([plural, kind]) => ({
+    gv: "admissionregistration.k8s.io/v1",
+    plural: plural!,
+    kind: kind!,
+    namespaced: false,
+  })),
   {
     gv: "scheduling.k8s.io/v1",
     plural: "priorityclasses",
