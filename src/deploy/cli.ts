@@ -8,14 +8,14 @@
  *
  * @module
  */
-import { homedir } from "node:os";
-import { kubeConfigFromFile } from "../kube/kube_config.ts";
+import { loadCliKubeConfig } from "../kube/kube_config.ts";
 import { RestKubeClient } from "../kube/rest_client.ts";
 import type { ParsedConfig } from "../util/config.ts";
 import { EXIT_CONFIG } from "../util/errors.ts";
 import { writeStderr, writeStdout } from "../util/stdio.ts";
 import { DRIVER_NAME, DRIVER_VERSION } from "../util/version.ts";
 import { deploy } from "./apply.ts";
+import { checkServerVersion } from "./server_version.ts";
 import type { DEPLOY_OPTIONS, RENDER_OPTIONS, UNDEPLOY_OPTIONS } from "./cli_options.ts";
 import type { Manifest } from "./k8s_objects.ts";
 import { renderManifests, toYaml } from "./render.ts";
@@ -43,13 +43,21 @@ function manifests(values: string | undefined, set: string | undefined): Manifes
   }
 }
 
-function client(kubeconfig: string | undefined, context: string | undefined) {
-  const path = kubeconfig?.split(":")[0] || `${homedir()}/.kube/config`;
-  const config = kubeConfigFromFile(path, context);
+function client(config: {
+  kubeconfig?: string | undefined;
+  context?: string | undefined;
+  "allow-insecure-http": boolean;
+}) {
+  const loaded = loadCliKubeConfig({
+    ...(config.kubeconfig ? { kubeconfig: config.kubeconfig } : {}),
+    ...(config.context ? { context: config.context } : {}),
+    allowHttp: config["allow-insecure-http"],
+    stdinIsTerminal: Deno.stdin.isTerminal(),
+  });
   return {
-    client: new RestKubeClient(config, { userAgent: `s3-csi-deploy/${DRIVER_VERSION}` }),
-    path,
-    server: config.server,
+    client: new RestKubeClient(loaded.config, { userAgent: `s3-csi-deploy/${DRIVER_VERSION}` }),
+    source: loaded.source,
+    server: loaded.server,
   };
 }
 
@@ -79,13 +87,14 @@ export async function runDeploy(
   const objects = manifests(config.values, config.set);
   if (typeof objects === "number") return objects;
   const started = Date.now();
-  const k = client(config.kubeconfig, config.context);
+  const k = client(config);
   try {
     const dry = config["dry-run"];
+    const version = checkServerVersion(await k.client.serverVersion({ signal }), k.server);
     writeStderr(
       `${
         dry ? "Dry run: " : ""
-      }deploying ${DRIVER_NAME} ${DRIVER_VERSION} (${objects.length} objects) to ${k.server}\n`,
+      }deploying ${DRIVER_NAME} ${DRIVER_VERSION} (${objects.length} objects) to ${k.server} (Kubernetes ${version}; ${k.source})\n`,
     );
     const report = await deploy({
       client: k.client,
@@ -128,7 +137,7 @@ export async function runUndeploy(
   const objects = manifests(config.values, config.set);
   if (typeof objects === "number") return objects;
   const started = Date.now();
-  const k = client(config.kubeconfig, config.context);
+  const k = client(config);
   try {
     const report = await undeploy({
       client: k.client,

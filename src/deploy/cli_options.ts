@@ -31,12 +31,19 @@ export const RENDER_OPTIONS = {
 const CLUSTER_OPTIONS = {
   kubeconfig: {
     type: "string",
-    env: "KUBECONFIG",
-    description: "kubeconfig file (first entry of KUBECONFIG; default ~/.kube/config)",
+    description:
+      "kubeconfig file, used alone (default: the files of KUBECONFIG merged as kubectl does, else ~/.kube/config)",
   },
   context: {
     type: "string",
-    description: "kubeconfig context (default: its current-context)",
+    description:
+      "kubeconfig context (default: the current-context of the first file that sets one)",
+  },
+  "allow-insecure-http": {
+    type: "boolean",
+    default: false,
+    description:
+      "Accept an http:// API server (credentials and objects travel unencrypted; for local test servers only)",
   },
   "dry-run": {
     type: "boolean",

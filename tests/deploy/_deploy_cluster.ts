@@ -41,7 +41,8 @@ export async function deployCluster(kind: "emulator" | "real"): Promise<DeployCl
   let stop = () => Promise.resolve();
   let set = "";
   if (kind === "emulator") {
-    const server = await startApiServer({ podTerminationMs: 0 });
+    // https, as a real cluster: the CLI refuses plain http unless told otherwise.
+    const server = await startApiServer({ podTerminationMs: 0, tls: true });
     kubeconfig = server.kubeconfigPath;
     stop = async () => {
       await server.stop();
