@@ -246,6 +246,11 @@ export class Reconciler {
             }
             throw err;
           }
+          this.#log.debug("Attaching {pod} to {attachment}: {error}; retrying with a fresh copy", {
+            pod: `${pod.metadata.namespace}/${pod.metadata.name}`,
+            attachment: s3pa?.metadata.name ?? name,
+            error: errorMessage(err),
+          });
           await this.#refresh(s3pa?.metadata.name ?? name);
         }
       }

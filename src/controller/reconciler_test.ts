@@ -2,8 +2,13 @@ import assert from "node:assert/strict";
 import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachment.ts";
 import { FakeKubeClient } from "../kube/fake_client.ts";
 import { Informer } from "../kube/informer.ts";
-import { MemoryEventRecorder } from "../kube/event_recorder.ts";
-import { PODS, PVCS, PVS } from "../kube/resources.ts";
+import {
+  ApiEventRecorder,
+  type EventRecorder,
+  MemoryEventRecorder,
+} from "../kube/event_recorder.ts";
+import { ApiError } from "../kube/errors.ts";
+import { EVENTS, PODS, PVCS, PVS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
 import {
@@ -12,7 +17,7 @@ import {
   LABEL_DRIVER_VERSION,
 } from "../mppod/labels.ts";
 import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
-import { NO_METRICS } from "./metrics.ts";
+import { type ControllerMetrics, NO_METRICS } from "./metrics.ts";
 import { type ControllerCaches, Reconciler, registerIndexes } from "./reconciler.ts";
 
 const POD_CONFIG: MountpointPodConfig = {
@@ -78,7 +83,9 @@ interface Harness extends AsyncDisposable {
   reconcileAll(): Promise<void>;
 }
 
-async function harness(): Promise<Harness> {
+async function harness(
+  o: { recorder?: (client: FakeKubeClient) => EventRecorder; metrics?: ControllerMetrics } = {},
+): Promise<Harness> {
   const client = new FakeKubeClient();
   const caches: ControllerCaches = {
     pods: new Informer<Pod>(client, PODS),
@@ -92,8 +99,8 @@ async function harness(): Promise<Harness> {
     client,
     caches,
     podConfig: POD_CONFIG,
-    recorder,
-    metrics: NO_METRICS,
+    recorder: o.recorder?.(client) ?? recorder,
+    metrics: o.metrics ?? NO_METRICS,
   });
   caches.pods.on({ delete: (p) => reconciler.podDeleted(p) });
   const ctl = new AbortController();
@@ -321,4 +328,109 @@ Deno.test("Reconciler: an attachment created by another controller for the same 
   assert.equal(all.length, 1, "no second attachment");
   assert.equal(all[0]!.spec.mountpointS3PodAttachments["mp-legacy"]!.length, 2);
   assert.equal(mpPods(h).length, 1, "no second Mountpoint Pod");
+});
+
+Deno.test("Reconciler: every Event reason, each with a message that says what to fix", async () => {
+  let createFailures = 0;
+  await using h = await harness({
+    metrics: { ...NO_METRICS, mountpointPodCreateFailed: () => createFailures++ },
+  });
+  const drv = "s3.csi.scality.com";
+  // PersistentVolumeClaimNotFound: the claim does not exist.
+  await h.client.create(PODS, workload("w-noclaim", "pv-none"));
+  // PersistentVolumeClaimUnbound.
+  await h.client.create(PVCS, pvc("pv-unbound", false));
+  await h.client.create(PODS, workload("w-unbound", "pv-unbound"));
+  // PersistentVolumeNotFound: bound to a PV that does not exist.
+  await h.client.create(PVCS, pvc("pv-ghost"));
+  await h.client.create(PODS, workload("w-ghost", "pv-ghost"));
+  // PersistentVolumeMismatch: the PV is claimed by someone else / has no volume handle.
+  await h.client.create(
+    PVS,
+    pv("pv-taken", { claimRef: { name: "other", namespace: "default" } }),
+  );
+  await h.client.create(PVCS, pvc("pv-taken"));
+  await h.client.create(PODS, workload("w-taken", "pv-taken"));
+  await h.client.create(PVS, pv("pv-nohandle", { csi: { driver: drv, volumeHandle: "" } }));
+  await h.client.create(PVCS, pvc("pv-nohandle"));
+  await h.client.create(PODS, workload("w-nohandle", "pv-nohandle"));
+  // InvalidVolume: secret authentication without a secret; a resource attribute that is no quantity.
+  await h.client.create(
+    PVS,
+    pv("pv-nosecret", {
+      csi: { driver: drv, volumeHandle: "h", volumeAttributes: { authenticationSource: "secret" } },
+    }),
+  );
+  await h.client.create(PVCS, pvc("pv-nosecret"));
+  await h.client.create(PODS, workload("w-nosecret", "pv-nosecret"));
+  await h.client.create(
+    PVS,
+    pv("pv-badcpu", {
+      csi: {
+        driver: drv,
+        volumeHandle: "h",
+        volumeAttributes: { mountpointContainerResourcesRequestsCpu: "lots" },
+      },
+    }),
+  );
+  await h.client.create(PVCS, pvc("pv-badcpu"));
+  await h.client.create(PODS, workload("w-badcpu", "pv-badcpu"));
+  // MountpointPodCreateFailed: the API refuses the Mountpoint Pod.
+  await h.client.create(PVS, pv("pv-refused"));
+  await h.client.create(PVCS, pvc("pv-refused"));
+  await h.client.create(PODS, workload("w-refused", "pv-refused"));
+  h.client.failNext = (verb, r) =>
+    verb === "create" && r === PODS
+      ? new ApiError(403, "Forbidden", 'pods is forbidden: User "x" cannot create resource "pods"')
+      : undefined;
+  await h.settle();
+  for (const p of h.client.objects<Pod>(PODS)) {
+    await h.reconciler.reconcile(`${p.metadata.namespace}/${p.metadata.name}`).catch(() => {});
+  }
+  h.client.failNext = undefined;
+  const got = (pod: string) => h.recorder.events.filter((e) => e.object === `default/${pod}`);
+  const expect: [string, string, RegExp][] = [
+    ["w-noclaim", "PersistentVolumeClaimNotFound", /does not exist: create it or fix claimName/],
+    [
+      "w-unbound",
+      "PersistentVolumeClaimUnbound",
+      /is not bound yet .*check that a matching PersistentVolume exists/,
+    ],
+    [
+      "w-ghost",
+      "PersistentVolumeNotFound",
+      /PersistentVolume "pv-ghost" bound to claim "default\/claim-pv-ghost" does not exist/,
+    ],
+    ["w-taken", "PersistentVolumeMismatch", /is claimed by "default\/other".*fix spec.claimRef/],
+    ["w-nohandle", "PersistentVolumeMismatch", /has no spec.csi.volumeHandle: set one/],
+    [
+      "w-nosecret",
+      "InvalidVolume",
+      /authenticationSource=secret but has no spec.csi.nodePublishSecretRef: add one/,
+    ],
+    ["w-badcpu", "InvalidVolume", /is not a Kubernetes quantity .*fix the PersistentVolume/],
+    [
+      "w-refused",
+      "MountpointPodCreateFailed",
+      /Cannot create Mountpoint Pod mount-s3\/.*forbidden.*Check that namespace mount-s3 exists and the controller may create pods there/,
+    ],
+  ];
+  for (const [pod, reason, message] of expect) {
+    const events = got(pod);
+    assert.deepEqual(events.map((e) => [e.type, e.reason]), [["Warning", reason]], pod);
+    assert.match(events[0]!.message, message, pod);
+  }
+  assert.equal(createFailures, 1);
+  assert.equal(mpPods(h).length, 0, "nothing was created for a volume with a problem");
+});
+
+Deno.test("Reconciler: a problem that persists is one Event whose count grows", async () => {
+  await using h = await harness({
+    recorder: (client) => new ApiEventRecorder(client, "s3-csi-controller", "test"),
+  });
+  await h.client.create(PVCS, pvc("pv-x", false));
+  await h.client.create(PODS, workload("a", "pv-x"));
+  for (let i = 0; i < 3; i++) await h.reconcileAll();
+  const events = h.client.objects<{ reason: string; count: number } & Pod>(EVENTS);
+  assert.deepEqual(events.map((e) => [e.reason, e.count]), [["PersistentVolumeClaimUnbound", 3]]);
 });

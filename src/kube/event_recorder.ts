@@ -9,6 +9,7 @@
  * @module
  */
 import type { KubeClient, KubeObject } from "./client.ts";
+import { NotFoundError } from "./errors.ts";
 import { EVENTS } from "./resources.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
@@ -45,18 +46,28 @@ export class ApiEventRecorder implements EventRecorder {
   readonly #component: string;
   readonly #instance: string;
   readonly #host: string | undefined;
+  readonly #now: () => number;
   readonly #seen = new Map<string, Seen>();
+  /** Makes names unique within one millisecond. */
+  #seq = 0;
   readonly #log = logger("kube", "events");
 
   /**
    * Create a recorder for `component` (e.g. `s3-csi-controller`) running as `instance`; `host`
    * (a node name) is written as the events' `source.host`, as kubelet does.
    */
-  constructor(client: KubeClient, component: string, instance: string, host?: string) {
+  constructor(
+    client: KubeClient,
+    component: string,
+    instance: string,
+    host?: string,
+    now: () => number = Date.now,
+  ) {
     this.#client = client;
     this.#component = component;
     this.#instance = instance;
     this.#host = host;
+    this.#now = now;
   }
 
   /** @inheritdoc */
@@ -71,22 +82,28 @@ export class ApiEventRecorder implements EventRecorder {
     const namespace = meta.namespace ?? "default";
     const dedupeKey = `${meta.uid ?? `${namespace}/${meta.name}`}|${type}|${reason}|${message}`;
     const options = signal ? { signal } : {};
-    const now = Date.now();
+    const now = this.#now();
     const seen = this.#seen.get(dedupeKey);
     try {
       if (seen && now - seen.at < DEDUPE_WINDOW_MS) {
         seen.count++;
         seen.at = now;
-        await this.#client.patch(EVENTS, seen.name, seen.namespace, {
+        const patched = await this.#client.patch(EVENTS, seen.name, seen.namespace, {
           count: seen.count,
-          lastTimestamp: kubeTime(),
-        }, options);
-        return;
+          lastTimestamp: kubeTime(now),
+        }, options).then(() => true, (err) => {
+          // The Event expired (the API server keeps them for an hour by default) or was deleted:
+          // start a new one below.
+          if (err instanceof NotFoundError) return false;
+          throw err;
+        });
+        if (patched) return;
+        this.#seen.delete(dedupeKey);
       }
       const name = `${meta.name}.${
-        (BigInt(now) * 1_000_000n + BigInt(this.#seen.size)).toString(16)
+        (BigInt(now) * 1_000_000n + BigInt(this.#seq++ % 1_000_000)).toString(16)
       }`;
-      const time = kubeTime();
+      const time = kubeTime(now);
       await this.#client.create(EVENTS, {
         metadata: { name, namespace },
         involvedObject: {
