@@ -1,45 +1,75 @@
 /**
- * Controller scale benchmark: N workload pods over M nodes and P PVs created at once against the
- * API emulator (or a real API server given by `--kubeconfig`); the controller runs as a real
- * process. Prints a table:
- * - time from the first pod create until every workload is in an attachment;
- * - API writes per attachment (resourceVersion delta while only the controller writes) next to the
- *   minimum (2 for a new Mountpoint Pod: pod + S3PA; 1 for a shared one: S3PA update);
- * - controller RSS (current and peak).
+ * Controller scale benchmark: N workload pods over M nodes and P PVs created at once; the
+ * controller runs as a real process (production V8 flags). Scales:
  *
- * Usage: `deno task bench:controller [--pods 2000] [--nodes 50] [--pvs 200] [--kubeconfig F]`
+ * - `emulator-2k`: 2,000 pods / 50 nodes / 200 PVs on the API emulator;
+ * - `real-2k`: the same on a real kube-apiserver (with etcd and kube-controller-manager), started
+ *   fresh by `tests/testbed/services/kube_real/start.sh` under its own state dir and ports;
+ * - `real-10k`: 10,000 pods / 250 nodes / 1,000 PVs on a fresh real kube-apiserver.
+ *
+ * Reported per scale: time from the first pod create until every workload is in an attachment
+ * (seen through a watch, not polled), API writes of the controller (its own request counters, on
+ * /metrics) next to the minimum (2 for a new Mountpoint Pod: pod + attachment; 1 for a shared one:
+ * attachment update), the controller's RSS (idle, after, peak = VmHWM), and the growth from 2k to
+ * 10k on the real tier.
+ *
+ * Usage: `deno task bench:controller [--only emulator-2k,real-2k,real-10k] [--kubeconfig F]`
+ * (`--kubeconfig` runs the chosen scales against that server instead of starting one).
  *
  * @module
  */
 import { parseArgs } from "node:util";
 import type { MountpointS3PodAttachment } from "../src/api/mountpoint_s3_pod_attachment.ts";
-import { s3paCrd } from "../src/api/mountpoint_s3_pod_attachment.ts";
-import { CRDS, NAMESPACES, PODS, PRIORITY_CLASSES, PVCS, PVS } from "../src/kube/resources.ts";
-import { S3PAS } from "../src/api/mountpoint_s3_pod_attachment.ts";
-import { RestKubeClient } from "../src/kube/rest_client.ts";
+import { s3paCrd, S3PAS } from "../src/api/mountpoint_s3_pod_attachment.ts";
+import { Informer } from "../src/kube/informer.ts";
 import { kubeConfigFromFile } from "../src/kube/kube_config.ts";
+import {
+  CRDS,
+  NAMESPACES,
+  PODS,
+  PRIORITY_CLASSES,
+  PVCS,
+  PVS,
+  SERVICE_ACCOUNTS,
+} from "../src/kube/resources.ts";
+import { RestKubeClient } from "../src/kube/rest_client.ts";
 import { fromFileUrl } from "./_gen_util.ts";
 import { V8_FLAGS } from "./build.ts";
-import { waitFor } from "../src/util/wait_for.ts";
 
 const ROOT = fromFileUrl(new URL("../", import.meta.url));
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
-const note = (s: string) => Deno.stderr.writeSync(new TextEncoder().encode(`${s}\n`));
+const note = (s: string) => Deno.stderr.writeSync(new TextEncoder().encode(`bench: ${s}\n`));
 
-const { values } = parseArgs({
-  args: Deno.args,
-  options: {
-    pods: { type: "string", default: "2000" },
-    nodes: { type: "string", default: "50" },
-    pvs: { type: "string", default: "200" },
-    kubeconfig: { type: "string" },
-    concurrency: { type: "string", default: "64" },
-    "v8-flags": { type: "string", default: V8_FLAGS.controller },
-  },
-});
-const PODS_N = Number(values.pods);
-const NODES_N = Number(values.nodes);
-const PVS_N = Number(values.pvs);
+/** One scale of the benchmark. */
+interface Scale {
+  readonly name: string;
+  readonly pods: number;
+  readonly nodes: number;
+  readonly pvs: number;
+  readonly tier: "emulator" | "real";
+}
+
+const SCALES: readonly Scale[] = [
+  { name: "emulator-2k", pods: 2000, nodes: 50, pvs: 200, tier: "emulator" },
+  { name: "real-2k", pods: 2000, nodes: 50, pvs: 200, tier: "real" },
+  { name: "real-10k", pods: 10_000, nodes: 250, pvs: 1000, tier: "real" },
+];
+
+/** What one scale measured. */
+interface Result {
+  readonly scale: Scale;
+  readonly server: string;
+  readonly createdS: number;
+  readonly attachedS: number;
+  readonly attachments: number;
+  readonly mountpointPods: number;
+  readonly keys: number;
+  readonly writes: number;
+  readonly minimumWrites: number;
+  readonly idleMb: number;
+  readonly afterMb: number;
+  readonly peakMb: number;
+}
 
 async function pool<T>(items: T[], n: number, fn: (t: T) => Promise<unknown>): Promise<void> {
   let next = 0;
@@ -54,13 +84,49 @@ function rss(pid: number): { rssMb: number; peakMb: number } {
   return { rssMb: kb("VmRSS") / 1024, peakMb: kb("VmHWM") / 1024 };
 }
 
-// 1. API server.
-let kubeconfig = values.kubeconfig;
-let apiserver: Deno.ChildProcess | undefined;
-const tmp = await Deno.makeTempDir({ prefix: "s3csi-bench-" });
-if (!kubeconfig) {
-  kubeconfig = `${tmp}/kubeconfig`;
-  apiserver = new Deno.Command(Deno.execPath(), {
+async function until<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false>,
+  timeoutMs: number,
+  everyMs = 100,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+/** Writes the controller sent (its request counters on /metrics). */
+async function controllerWrites(port: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  let n = 0;
+  for (const m of text.matchAll(/^s3csi_controller_api_requests_total\{verb="(\w+)"\} (\d+)/gm)) {
+    if (["POST", "PUT", "PATCH", "DELETE"].includes(m[1]!)) n += Number(m[2]);
+  }
+  return n;
+}
+
+/** A server to run one scale against, and how to let it go. */
+interface Target {
+  readonly kubeconfig: string;
+  readonly server: string;
+  close(): Promise<void>;
+}
+
+async function emulatorTarget(): Promise<Target> {
+  const tmp = await Deno.makeTempDir({ prefix: "s3csi-bench-" });
+  const kubeconfig = `${tmp}/kubeconfig`;
+  const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
       "-A",
@@ -73,160 +139,354 @@ if (!kubeconfig) {
       "--log-level",
       "warning",
     ],
+    cwd: ROOT,
     stdout: "null",
     stderr: "inherit",
   }).spawn();
-  await waitFor(
+  await until(
     "the emulator",
-    async () => (await Deno.stat(kubeconfig!).catch(() => undefined)) !== undefined,
-    { timeoutMs: 30_000, intervalMs: 100 },
+    async () => (await Deno.stat(kubeconfig).catch(() => false)) && true,
+    30_000,
   );
+  return {
+    kubeconfig,
+    server: "API emulator",
+    async close() {
+      child.kill("SIGTERM");
+      await child.status;
+      await Deno.remove(tmp, { recursive: true }).catch(() => {});
+    },
+  };
 }
-const client = new RestKubeClient(kubeConfigFromFile(kubeconfig));
-const run = crypto.randomUUID().slice(0, 6);
-const ns = `bench-${run}`;
-const mpNs = `bench-mp-${run}`;
 
-// 2. Fixtures: CRD, namespaces, PVs and bound PVCs.
-if (!(await client.get(CRDS, "mountpoints3podattachments.s3.csi.scality.com"))) {
-  await client.create(CRDS, s3paCrd() as never);
+/** Environment of the benchmark's own real control plane (never the shared test one). */
+const REAL_ENV = {
+  KUBE_REAL_STATE: "/var/tmp/s3csi-kube-real-bench",
+  KUBE_REAL_APISERVER_PORT: "27643",
+  KUBE_REAL_ETCD_PORT: "24390",
+  KUBE_REAL_ETCD_PEER_PORT: "24400",
+  KUBE_REAL_KCM_PORT: "27457",
+};
+
+class SkipError extends Error {}
+
+async function realTarget(): Promise<Target> {
+  const script = (name: string, args: string[] = []) =>
+    new Deno.Command("bash", {
+      args: [`${ROOT}tests/testbed/services/kube_real/${name}`, ...args],
+      env: REAL_ENV,
+      cwd: ROOT,
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+  // A fresh, empty cluster for each scale (nothing left from the previous one in the caches).
+  await script("stop.sh", ["--purge"]);
+  note("starting a fresh real control plane (etcd, kube-apiserver, kube-controller-manager)");
+  const r = await script("start.sh");
+  const stderr = new TextDecoder().decode(r.stderr).trim().split("\n").slice(-3).join(" | ");
+  if (r.code === 3) throw new SkipError(`real tier cannot run here: ${stderr}`);
+  if (r.code !== 0) throw new Error(`kube_real start.sh failed (${r.code}): ${stderr}`);
+  const kubeconfig = new TextDecoder().decode(r.stdout).trim();
+  return {
+    kubeconfig,
+    server: "real kube-apiserver v1.32 + etcd 3.5",
+    async close() {
+      await script("stop.sh", ["--purge"]);
+    },
+  };
 }
-for (const n of [ns, mpNs]) await client.create(NAMESPACES, { metadata: { name: n } });
-// The PriorityClass of Mountpoint Pods, as the deployment creates it (Priority admission).
-await client.create(
-  PRIORITY_CLASSES,
-  { metadata: { name: "mount-s3-critical" }, value: 1_000_000_000 } as never,
-).catch(
-  () => {},
-);
-const pvIndexes = Array.from({ length: PVS_N }, (_, i) => i);
-await pool(pvIndexes, 32, async (i) => {
-  const pv = `bench-${run}-pv-${i}`;
-  await client.create(PVS, {
-    metadata: { name: pv },
-    spec: {
-      capacity: { storage: "1Gi" },
-      accessModes: ["ReadWriteMany"],
-      csi: {
-        driver: "s3.csi.scality.com",
-        volumeHandle: pv,
-        volumeAttributes: { bucketName: "bench" },
+
+async function runScale(scale: Scale, target: Target): Promise<Result> {
+  const client = new RestKubeClient(kubeConfigFromFile(target.kubeconfig), {
+    userAgent: "s3csi-bench",
+  });
+  const run = crypto.randomUUID().slice(0, 6);
+  const ns = `bench-${run}`;
+  const mpNs = `bench-mp-${run}`;
+  const prefix = `bench-${run}-pv-`;
+  note(`${scale.name}: fixtures (${scale.pvs} PVs and claims)`);
+  if (!(await client.get(CRDS, "mountpoints3podattachments.s3.csi.scality.com"))) {
+    await client.create(CRDS, s3paCrd() as never);
+  }
+  await until(
+    "the CRD to be served",
+    async () => {
+      await client.list(S3PAS, { limit: 1 });
+      return true;
+    },
+    60_000,
+    200,
+  );
+  for (const n of [ns, mpNs]) await client.create(NAMESPACES, { metadata: { name: n } });
+  if (scale.tier === "real") {
+    for (const n of [ns, mpNs]) {
+      await until(
+        `serviceaccount ${n}/default`,
+        () => client.get(SERVICE_ACCOUNTS, "default", n),
+        60_000,
+        200,
+      );
+    }
+  }
+  await client.create(
+    PRIORITY_CLASSES,
+    { metadata: { name: "mount-s3-critical" }, value: 1_000_000_000 } as never,
+  ).catch(() => {});
+  await pool(Array.from({ length: scale.pvs }, (_, i) => i), 32, async (i) => {
+    const pv = `${prefix}${i}`;
+    await client.create(PVS, {
+      metadata: { name: pv },
+      spec: {
+        capacity: { storage: "1Gi" },
+        accessModes: ["ReadWriteMany"],
+        csi: {
+          driver: "s3.csi.scality.com",
+          volumeHandle: pv,
+          volumeAttributes: { bucketName: "bench" },
+        },
+        claimRef: { name: `claim-${i}`, namespace: ns },
+        storageClassName: "",
       },
-      claimRef: { name: `claim-${i}`, namespace: ns },
-      storageClassName: "",
-    },
+    });
+    await client.create(PVCS, {
+      metadata: { name: `claim-${i}`, namespace: ns },
+      spec: {
+        accessModes: ["ReadWriteMany"],
+        resources: { requests: { storage: "1Gi" } },
+        storageClassName: "",
+        volumeName: pv,
+      },
+    });
+    await client.patch(PVCS, `claim-${i}`, ns, { status: { phase: "Bound" } }, {
+      subresource: "status",
+    });
   });
-  await client.create(PVCS, {
-    metadata: { name: `claim-${i}`, namespace: ns },
-    spec: {
-      accessModes: ["ReadWriteMany"],
-      resources: { requests: { storage: "1Gi" } },
-      storageClassName: "",
-      volumeName: pv,
-    },
-  });
-  await client.patch(PVCS, `claim-${i}`, ns, { status: { phase: "Bound" } }, {
-    subresource: "status",
-  });
-});
 
-// Pod i uses PV i % P on one of 5 nodes per PV, so about half the attachments share a pod.
-const placement = Array.from({ length: PODS_N }, (_, i) => {
-  const p = i % PVS_N;
-  const k = Math.floor(i / PVS_N);
-  return { i, pv: p, node: (p + (k % 5) * 10) % NODES_N };
-});
-const keys = new Set(placement.map((x) => `${x.pv}/${x.node}`));
-const minimumWrites = keys.size * 2 + (PODS_N - keys.size);
-
-// 3. Controller, synced and idle.
-const controller = new Deno.Command(Deno.execPath(), {
-  args: [
-    "run",
-    "-A",
-    ...(values["v8-flags"] ? [`--v8-flags=${values["v8-flags"]}`] : []),
-    `${ROOT}src/cmd/controller/main.ts`,
-    "--mountpoint-namespace",
-    mpNs,
-    "--leader-elect=false",
-    "--metrics-address",
-    "127.0.0.1:0",
-    "--log-level",
-    "warning",
-  ],
-  env: { KUBECONFIG: kubeconfig },
-  stdout: "null",
-  stderr: "inherit",
-}).spawn();
-await new Promise((r) => setTimeout(r, 3000));
-const idle = rss(controller.pid);
-const rvBefore = (await client.list(S3PAS, { limit: 1 })).resourceVersion;
-
-// 4. All pods at once.
-const started = performance.now();
-await pool(placement, Number(values.concurrency), async ({ i, pv, node }) => {
-  await client.create(PODS, {
-    metadata: { name: `w-${i}`, namespace: ns },
-    spec: {
-      nodeName: `node-${node}`,
-      containers: [{ name: "app", image: "busybox" }],
-      volumes: [{ name: "data", persistentVolumeClaim: { claimName: `claim-${pv}` } }],
-    },
+  // Pod i uses PV i % P on one of 5 nodes per PV, so about half the attachments share a pod.
+  const placement = Array.from({ length: scale.pods }, (_, i) => {
+    const p = i % scale.pvs;
+    const k = Math.floor(i / scale.pvs);
+    return { i, pv: p, node: (p + (k % 5) * 10) % scale.nodes };
   });
-});
-const createdMs = performance.now() - started;
-let peakDuring = idle.peakMb;
-async function countAttached() {
-  peakDuring = Math.max(peakDuring, rss(controller.pid).peakMb);
-  const list = await client.list<MountpointS3PodAttachment>(S3PAS);
-  const mine = list.items.filter((a) => a.spec.persistentVolumeName.startsWith(`bench-${run}-`));
-  const n = mine.reduce(
-    (s, a) => s + Object.values(a.spec.mountpointS3PodAttachments).flat().length,
-    0,
-  );
-  return n >= PODS_N && { attachments: mine.length, workloads: n, rv: list.resourceVersion };
+  const keys = new Set(placement.map((x) => `${x.pv}/${x.node}`)).size;
+  const minimumWrites = keys * 2 + (scale.pods - keys);
+
+  // Controller, synced and idle.
+  const port = freePort();
+  const controller = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      `--v8-flags=${V8_FLAGS.controller}`,
+      `${ROOT}src/cmd/controller/main.ts`,
+      "--mountpoint-namespace",
+      mpNs,
+      "--leader-elect=false",
+      "--metrics-address",
+      `127.0.0.1:${port}`,
+      "--log-level",
+      "warning",
+    ],
+    env: { KUBECONFIG: target.kubeconfig },
+    cwd: ROOT,
+    stdout: "null",
+    stderr: "inherit",
+  }).spawn();
+  try {
+    await until(
+      "the controller's caches",
+      async () => {
+        const r = await fetch(`http://127.0.0.1:${port}/readyz`);
+        await r.body?.cancel();
+        return r.ok;
+      },
+      120_000,
+      100,
+    );
+    await new Promise((r) => setTimeout(r, 1000));
+    const idle = rss(controller.pid);
+    const writesBefore = await controllerWrites(port);
+
+    // Every workload attached: counted from a watch of the attachments.
+    const watched = new Informer<MountpointS3PodAttachment>(client, S3PAS);
+    const counts = new Map<string, number>();
+    let attached = 0;
+    let allAttached!: () => void;
+    const done = new Promise<void>((r) => (allAttached = r));
+    const count = (s: MountpointS3PodAttachment | undefined, sign: 1 | -1) => {
+      if (!s?.spec.persistentVolumeName.startsWith(prefix)) return;
+      const n = Object.values(s.spec.mountpointS3PodAttachments).flat().length;
+      attached += sign * n;
+      if (sign > 0) counts.set(s.metadata.name!, n);
+      else counts.delete(s.metadata.name!);
+      if (attached >= scale.pods) allAttached();
+    };
+    watched.on({
+      add: (s) => count(s, 1),
+      update: (old, s) => (count(old, -1), count(s, 1)),
+      delete: (s) => count(s, -1),
+    });
+    const watching = new AbortController();
+    const watch = watched.run(watching.signal);
+    await watched.waitForSync(60_000);
+
+    note(`${scale.name}: creating ${scale.pods} pods`);
+    const started = performance.now();
+    await pool(placement, 64, async ({ i, pv, node }) => {
+      await client.create(PODS, {
+        metadata: { name: `w-${i}`, namespace: ns },
+        spec: {
+          nodeName: `node-${node}`,
+          containers: [{ name: "app", image: "busybox" }],
+          volumes: [{ name: "data", persistentVolumeClaim: { claimName: `claim-${pv}` } }],
+        },
+      });
+    });
+    const createdS = (performance.now() - started) / 1000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      done,
+      new Promise((_, reject) =>
+        timer = setTimeout(
+          () => reject(new Error(`${scale.name}: not all attached in 10 min`)),
+          600_000,
+        )
+      ),
+    ]);
+    clearTimeout(timer);
+    const attachedS = (performance.now() - started) / 1000;
+    note(`${scale.name}: all attached after ${attachedS.toFixed(1)} s`);
+    // Let late writes (there should be none) land before counting.
+    await new Promise((r) => setTimeout(r, 2000));
+    const writes = (await controllerWrites(port)) - writesBefore;
+    const after = rss(controller.pid);
+    watching.abort();
+    await watch;
+    const mountpointPods = (await client.list(PODS, { namespace: mpNs })).items.length;
+    return {
+      scale,
+      server: target.server,
+      createdS,
+      attachedS,
+      attachments: counts.size,
+      mountpointPods,
+      keys,
+      writes,
+      minimumWrites,
+      idleMb: idle.rssMb,
+      afterMb: after.rssMb,
+      peakMb: Math.max(after.peakMb, idle.peakMb),
+    };
+  } finally {
+    controller.kill("SIGTERM");
+    await controller.status;
+    await client.close();
+  }
 }
-const attached = await waitFor(
-  "every workload attached",
-  // A list can fail while the API server is busy: try again at the next poll.
-  () => countAttached().catch(() => undefined),
-  { timeoutMs: 600_000, intervalMs: 200 },
-);
-const doneMs = performance.now() - started;
-await new Promise((r) => setTimeout(r, 2000));
-const rvAfter = (await client.list(S3PAS, { limit: 1 })).resourceVersion;
-const after = rss(controller.pid);
-const mpPods = (await client.list(PODS, { namespace: mpNs })).items.length;
-// Pod creates by the benchmark account for PODS_N resourceVersions.
-const controllerWrites = Number(rvAfter) - Number(rvBefore) - PODS_N;
 
-controller.kill("SIGTERM");
-await controller.status;
-apiserver?.kill("SIGTERM");
-await apiserver?.status;
-await Deno.remove(tmp, { recursive: true }).catch(() => {});
+function table(results: readonly Result[]): void {
+  const head = results.map((r) =>
+    `${r.scale.name} (${r.scale.pods} pods, ${r.scale.nodes} nodes, ${r.scale.pvs} PVs)`
+  );
+  const r2k = results.find((r) => r.scale.name === "real-2k");
+  const r10k = results.find((r) => r.scale.name === "real-10k");
+  const growth = r2k && r10k;
+  out(
+    `Controller scale (${new Date().toISOString()}; ${
+      results.map((r) => `${r.scale.name}: ${r.server}`).join("; ")
+    })`,
+  );
+  out("");
+  out(
+    `| figure | ${head.join(" | ")} | goal |${growth ? " growth real 2k → 10k (×5 pods) |" : ""}`,
+  );
+  out(`|---|${results.map(() => "---").join("|")}|---|${growth ? "---|" : ""}`);
+  const row = (
+    name: string,
+    cell: (r: Result) => string,
+    goal: string,
+    grow?: (a: Result, b: Result) => string,
+  ) =>
+    out(
+      `| ${name} | ${results.map(cell).join(" | ")} | ${goal} |${
+        growth ? ` ${grow ? grow(r2k!, r10k!) : ""} |` : ""
+      }`,
+    );
+  const x = (a: number, b: number) => `×${(b / a).toFixed(2)}`;
+  row("pods created by the benchmark in", (r) => `${r.createdS.toFixed(1)} s`, "");
+  row(
+    "time until every workload is attached",
+    (r) => `${r.attachedS.toFixed(1)} s`,
+    "real: ≤ 20 s at 2k, ≤ 100 s at 10k",
+    (a, b) => x(a.attachedS, b.attachedS),
+  );
+  row(
+    "attachments / Mountpoint Pods (expected: one per PV × node)",
+    (r) => `${r.attachments} / ${r.mountpointPods} (${r.keys})`,
+    "",
+  );
+  row(
+    "API writes by the controller / minimum",
+    (r) => `${r.writes} / ${r.minimumWrites}`,
+    "= minimum",
+    (a, b) => x(a.writes, b.writes),
+  );
+  row(
+    "writes per attachment (minimum)",
+    (r) =>
+      `${(r.writes / r.scale.pods).toFixed(3)} (${(r.minimumWrites / r.scale.pods).toFixed(3)})`,
+    "",
+  );
+  row(
+    "controller RSS idle / after",
+    (r) => `${r.idleMb.toFixed(0)} / ${r.afterMb.toFixed(0)} MB`,
+    "",
+  );
+  row(
+    "controller peak RSS (VmHWM)",
+    (r) => `${r.peakMb.toFixed(0)} MB`,
+    "≤ 150 MB at 2k, ≤ 300 MB at 10k",
+    (a, b) => `${x(a.peakMb, b.peakMb)} (+${(b.peakMb - a.peakMb).toFixed(0)} MB)`,
+  );
+}
 
-out(
-  `\nController scale (${PODS_N} pods, ${NODES_N} nodes, ${PVS_N} PVs; ${
-    values.kubeconfig ? "given API server" : "API emulator"
-  }; ${new Date().toISOString()})`,
-);
-out(`| figure | value | goal |`);
-out(`|---|---|---|`);
-out(`| pods created by the benchmark in | ${(createdMs / 1000).toFixed(1)} s | |`);
-out(`| time until every workload is attached | ${(doneMs / 1000).toFixed(1)} s | ≤ 20 s |`);
-out(
-  `| S3PAs / Mountpoint Pods | ${attached.attachments} / ${mpPods} | ${keys.size} / ${keys.size} |`,
-);
-out(`| API writes by the controller | ${controllerWrites} | minimum ${minimumWrites} |`);
-out(
-  `| writes per attachment | ${(controllerWrites / PODS_N).toFixed(3)} | minimum ${
-    (minimumWrites / PODS_N).toFixed(3)
-  } |`,
-);
-out(
-  `| controller RSS idle / after / peak | ${idle.rssMb.toFixed(0)} / ${after.rssMb.toFixed(0)} / ${
-    Math.max(peakDuring, after.peakMb).toFixed(0)
-  } MB | ≤ 150 MB |`,
-);
-note("done");
+if (import.meta.main) {
+  const { values } = parseArgs({
+    args: Deno.args,
+    options: { only: { type: "string" }, kubeconfig: { type: "string" } },
+  });
+  const names = values.only?.split(",") ?? SCALES.map((s) => s.name);
+  const chosen = names.map((n) => {
+    const s = SCALES.find((x) => x.name === n);
+    if (!s) throw new Error(`unknown scale "${n}": ${SCALES.map((x) => x.name).join(", ")}`);
+    return s;
+  });
+  const results: Result[] = [];
+  const skipped: string[] = [];
+  for (const scale of chosen) {
+    let target: Target;
+    try {
+      target = values.kubeconfig
+        ? {
+          kubeconfig: values.kubeconfig,
+          server: "given API server",
+          close: () => Promise.resolve(),
+        }
+        : scale.tier === "emulator"
+        ? await emulatorTarget()
+        : await realTarget();
+    } catch (err) {
+      if (!(err instanceof SkipError)) throw err;
+      skipped.push(`${scale.name}: ${err.message}`);
+      continue;
+    }
+    try {
+      results.push(await runScale(scale, target));
+    } finally {
+      await target.close().catch((err) => note(`${scale.name}: cleanup failed: ${err}`));
+    }
+  }
+  table(results);
+  for (const s of skipped) out(`\nNot measured: ${s}`);
+  note("done");
+}

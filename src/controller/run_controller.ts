@@ -35,6 +35,7 @@ import { logger } from "../util/log.ts";
 import { aborted } from "../util/sleep.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
 import { type ControllerConfig, LEADER_LEASE_NAME } from "../options/controller_options.ts";
+import { slimPod, withoutManagedFields } from "./cache_transforms.ts";
 import { PromControllerMetrics } from "./prom_metrics.ts";
 import { type ControllerCaches, INDEX, Reconciler, registerIndexes } from "./reconciler.ts";
 import { StaleCleaner } from "./stale_cleaner.ts";
@@ -225,10 +226,12 @@ async function runReconciler(
   // Every call of this term ends with it (in flight or not): a stepped-down leader stops at once.
   const client = withSignal(apiClient, signal);
   const caches: ControllerCaches = {
-    pods: new Informer<Pod>(client, PODS, { resyncMs: 10 * 60_000 }),
-    pvcs: new Informer<PersistentVolumeClaim>(client, PVCS),
-    pvs: new Informer<PersistentVolume>(client, PVS),
-    s3pas: new Informer<MountpointS3PodAttachment>(client, S3PAS),
+    pods: new Informer<Pod>(client, PODS, { resyncMs: 10 * 60_000, transform: slimPod }),
+    pvcs: new Informer<PersistentVolumeClaim>(client, PVCS, { transform: withoutManagedFields }),
+    pvs: new Informer<PersistentVolume>(client, PVS, { transform: withoutManagedFields }),
+    s3pas: new Informer<MountpointS3PodAttachment>(client, S3PAS, {
+      transform: withoutManagedFields,
+    }),
   };
   registerIndexes(caches);
   const podConfig = mountpointPodConfig(config);

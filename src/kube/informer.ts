@@ -27,13 +27,18 @@ export interface InformerHandlers<T> {
 }
 
 /** Options of {@link Informer}. */
-export interface InformerOptions extends ListOptions {
+export interface InformerOptions<T = KubeObject> extends ListOptions {
   /** Period of synthetic updates for every object; 0 disables. @default 0 */
   readonly resyncMs?: number;
   /** Server-side watch timeout; the watch is then re-opened from the last version. @default 300 */
   readonly watchTimeoutSeconds?: number;
   /** Longest back-off after errors. @default 30000 */
   readonly maxBackoffMs?: number;
+  /**
+   * Applied to every object before it is cached and handed to handlers (client-go's
+   * `SetTransform`): keep only what the owner reads, so thousands of cached objects stay small.
+   */
+  readonly transform?: (obj: T) => T;
 }
 
 /** Index function: the index values of an object. */
@@ -43,7 +48,7 @@ export type IndexFunc<T> = (obj: T) => readonly string[];
 export class Informer<T extends KubeObject> {
   readonly #client: KubeClient;
   readonly #resource: Resource;
-  readonly #options: InformerOptions;
+  readonly #options: InformerOptions<T>;
   readonly #store = new Map<string, T>();
   readonly #handlers: InformerHandlers<T>[] = [];
   readonly #indexFuncs = new Map<string, IndexFunc<T>>();
@@ -56,7 +61,7 @@ export class Informer<T extends KubeObject> {
   lists = 0;
 
   /** Create an informer; nothing happens until {@link run}. */
-  constructor(client: KubeClient, resource: Resource, options: InformerOptions = {}) {
+  constructor(client: KubeClient, resource: Resource, options: InformerOptions<T> = {}) {
     this.#client = client;
     this.#resource = resource;
     this.#options = options;
@@ -194,7 +199,9 @@ export class Informer<T extends KubeObject> {
       signal,
     });
     const seen = new Set<string>();
-    for (const obj of items) {
+    const transform = this.#options.transform;
+    for (const raw of items) {
+      const obj = transform ? transform(raw) : raw;
       const key = objectKey(obj);
       seen.add(key);
       const old = this.#store.get(key);
@@ -221,16 +228,17 @@ export class Informer<T extends KubeObject> {
     const rv = event.object?.metadata?.resourceVersion;
     if (rv) this.#resourceVersion = rv;
     if (event.type === "BOOKMARK") return;
-    const key = objectKey(event.object);
+    const obj = this.#options.transform ? this.#options.transform(event.object) : event.object;
+    const key = objectKey(obj);
     const old = this.#store.get(key);
     if (event.type === "DELETED") {
       this.#remove(key);
-      this.#emit("delete", old ?? event.object);
+      this.#emit("delete", old ?? obj);
       return;
     }
-    this.#put(key, event.object);
-    if (old) this.#emit("update", old, event.object);
-    else this.#emit("add", event.object);
+    this.#put(key, obj);
+    if (old) this.#emit("update", old, obj);
+    else this.#emit("add", obj);
   }
 
   #put(key: string, obj: T): void {

@@ -1,0 +1,97 @@
+import assert from "node:assert/strict";
+import type { Pod } from "../kube/types.ts";
+import { slimPod, withoutManagedFields } from "./cache_transforms.ts";
+
+const FULL: Pod = {
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: {
+    name: "w",
+    namespace: "ns",
+    uid: "u",
+    resourceVersion: "9",
+    creationTimestamp: "2030-01-01T00:00:00Z",
+    deletionTimestamp: "2030-01-01T00:01:00Z",
+    labels: { app: "web" },
+    annotations: {
+      "kubectl.kubernetes.io/last-applied-configuration": "{…big…}",
+      "s3.csi.scality.com/needs-unmount": "true",
+    },
+    managedFields: [{ manager: "kubectl" }],
+    ownerReferences: [{ kind: "ReplicaSet" }],
+  },
+  spec: {
+    nodeName: "n1",
+    containers: [{ name: "app", image: "busybox", env: [{ name: "A", value: "1" }] }],
+    volumes: [
+      { name: "data", persistentVolumeClaim: { claimName: "c" } },
+      { name: "cfg", configMap: { name: "x" } },
+    ],
+    securityContext: { fsGroup: 0, runAsUser: 1000 },
+    tolerations: [{ key: "k" }],
+  },
+  status: {
+    phase: "Running",
+    conditions: [
+      { type: "PodScheduled", status: "True", lastTransitionTime: "2030-01-01T00:00:01Z" },
+      { type: "Ready", status: "True" },
+    ],
+    containerStatuses: [{ name: "app", ready: true }],
+  },
+};
+
+Deno.test("slimPod keeps exactly what the controller reads", () => {
+  assert.deepEqual(slimPod(FULL), {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: "w",
+      namespace: "ns",
+      uid: "u",
+      resourceVersion: "9",
+      creationTimestamp: "2030-01-01T00:00:00Z",
+      deletionTimestamp: "2030-01-01T00:01:00Z",
+      labels: { app: "web" },
+      annotations: { "s3.csi.scality.com/needs-unmount": "true" },
+    },
+    spec: {
+      nodeName: "n1",
+      containers: [],
+      volumes: [{ name: "data", persistentVolumeClaim: { claimName: "c" } }],
+      securityContext: { fsGroup: 0 },
+    },
+    status: {
+      phase: "Running",
+      conditions: [
+        { type: "PodScheduled", status: "True", lastTransitionTime: "2030-01-01T00:00:01Z" },
+      ],
+    },
+  });
+});
+
+Deno.test("slimPod of a pending, unscheduled pod without volumes", () => {
+  assert.deepEqual(
+    slimPod({ metadata: { name: "p", namespace: "n" }, spec: { containers: [] } }),
+    {
+      metadata: {
+        name: "p",
+        namespace: "n",
+        uid: undefined,
+        resourceVersion: undefined,
+        creationTimestamp: undefined,
+      },
+      spec: { containers: [] },
+      status: {},
+    },
+  );
+});
+
+Deno.test("withoutManagedFields drops only metadata.managedFields", () => {
+  const obj = { metadata: { name: "x", managedFields: [{}], labels: { a: "b" } }, spec: { y: 1 } };
+  assert.deepEqual(withoutManagedFields(obj), {
+    metadata: { name: "x", labels: { a: "b" } },
+    spec: { y: 1 },
+  });
+  const plain = { metadata: { name: "x" } };
+  assert.equal(withoutManagedFields(plain), plain);
+});
