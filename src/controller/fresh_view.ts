@@ -3,9 +3,14 @@
  * expiry that upstream lacks — AWS issue #843).
  *
  * After the controller writes an object it records the API server's answer here; reads return that
- * answer until the informer has caught up (same or newer resourceVersion) or {@link FreshView.ttlMs}
- * passes, so a second reconcile right after a create never creates a duplicate or updates a stale
- * copy. Deletions are remembered the same way.
+ * answer until the informer has caught up, so a second reconcile right after a create never creates
+ * a duplicate or updates a stale copy. "Caught up" is decided by resourceVersions, never by time
+ * alone: the cache holds the object at the written version or later, or the informer has seen
+ * every event up to the written version (then an object missing from the cache was deleted since).
+ * Only when versions cannot be compared (not numeric) does {@link FreshView.ttlMs} end an entry —
+ * an informer lagging behind a burst of writes must not make the controller forget what it just
+ * created (seen at 10,000 pods: a second Mountpoint Pod for the same attachment). Deletions are
+ * remembered for {@link FreshView.ttlMs}.
  *
  * @module
  */
@@ -24,9 +29,17 @@ export function newerOrEqual(a: string | undefined, b: string | undefined): bool
   return a === b;
 }
 
+function comparable(rv: string | undefined): boolean {
+  return rv !== undefined && /^\d+$/.test(rv);
+}
+
 /** A cache view that prefers the controller's own recent writes. */
 export class FreshView<T extends KubeObject> {
-  readonly #cache: { get(key: string): T | undefined; list(): T[] };
+  readonly #cache: {
+    get(key: string): T | undefined;
+    list(): T[];
+    readonly resourceVersion?: string;
+  };
   readonly #overlay = new Map<string, Entry<T>>();
   /** How long a write is trusted over the cache. */
   readonly ttlMs: number;
@@ -41,6 +54,8 @@ export class FreshView<T extends KubeObject> {
       get(key: string): T | undefined;
       list(): T[];
       on?(h: { add?(o: T): void; update?(old: T, o: T): void; delete?(o: T): void }): unknown;
+      /** The last resourceVersion the informer has seen (all events up to it are applied). */
+      readonly resourceVersion?: string;
     },
     ttlMs = 30_000,
     now: () => number = Date.now,
@@ -70,14 +85,22 @@ export class FreshView<T extends KubeObject> {
     const cached = this.#cache.get(key);
     const entry = this.#overlay.get(key);
     if (!entry) return cached;
-    if (this.#now() - entry.at > this.ttlMs) {
+    const expired = this.#now() - entry.at > this.ttlMs;
+    if (entry.obj === null) {
+      if (!expired) return undefined;
       this.#overlay.delete(key);
       return cached;
     }
-    if (entry.obj === null) return undefined;
+    const written = entry.obj.metadata?.resourceVersion;
     if (
-      cached && newerOrEqual(cached.metadata?.resourceVersion, entry.obj.metadata?.resourceVersion)
+      (cached && newerOrEqual(cached.metadata?.resourceVersion, written)) ||
+      newerOrEqual(this.#cache.resourceVersion, written)
     ) {
+      // The cache has our write (or newer), or has seen every event past it: trust the cache.
+      this.#overlay.delete(key);
+      return cached;
+    }
+    if (expired && !comparable(written)) {
       this.#overlay.delete(key);
       return cached;
     }

@@ -11,9 +11,11 @@
  *    detach. Otherwise for each volume of ours: attach under the sharing key.
  *
  * attach: per S3PA lock; reuse a suitable Mountpoint Pod of the S3PA (1 write: S3PA update) or
- * create/adopt the next deterministic one and create or update the S3PA (2 writes). Conflicts are
- * retried against a fresh GET. Writes are remembered in a {@link FreshView} so the next reconcile
- * sees them before the informer does.
+ * create/adopt the next deterministic one and create or update the S3PA (2 writes). Other
+ * workloads of the same claim, node and key that wait for an attachment join the same write (a
+ * Deployment's replicas landing on one node cost one write, not one each). Conflicts are retried
+ * against a fresh GET. Writes are remembered in a {@link FreshView} so the next reconcile sees them
+ * before the informer does.
  *
  * @module
  */
@@ -107,6 +109,9 @@ export interface ReconcilerOptions {
 }
 
 const MAX_CONFLICT_RETRIES = 5;
+
+/** Most workloads attached by one attachment write. */
+const MAX_BATCH = 64;
 
 /** The reconciler. */
 export class Reconciler {
@@ -214,9 +219,17 @@ export class Reconciler {
             key,
             volume.pv,
           );
-          const entry = { workloadPodUID: uid, attachmentTime: kubeTime(new Date(this.#now())) };
+          const time = kubeTime(new Date(this.#now()));
+          const batch = [pod, ...this.#companions(pod, volume, key, s3pa)];
+          const entries = batch.map((p) => ({
+            workloadPodUID: p.metadata.uid!,
+            attachmentTime: time,
+          }));
           const written = s3pa
-            ? await this.#o.client.update(S3PAS, withWorkload(s3pa, mp, entry))
+            ? await this.#o.client.update(
+              S3PAS,
+              entries.reduce((s, e) => withWorkload(s, mp, e), s3pa),
+            )
             : await this.#o.client.create<MountpointS3PodAttachment>(S3PAS, {
               apiVersion: API_VERSION,
               kind: S3PA_KIND,
@@ -224,17 +237,19 @@ export class Reconciler {
                 name,
                 labels: { [LABEL_DRIVER_VERSION]: this.#o.podConfig.driverVersion },
               },
-              spec: { ...specOfKey(key), mountpointS3PodAttachments: { [mp]: [entry] } },
+              spec: { ...specOfKey(key), mountpointS3PodAttachments: { [mp]: entries } },
             });
           this.#s3pas.wrote(written);
-          this.#log.info(
-            "Attached workload {pod} to Mountpoint Pod {mountpointPod} via {attachment}",
-            {
-              pod: `${pod.metadata.namespace}/${pod.metadata.name}`,
-              mountpointPod: mp,
-              attachment: written.metadata.name,
-            },
-          );
+          for (const p of batch) {
+            this.#log.info(
+              "Attached workload {pod} to Mountpoint Pod {mountpointPod} via {attachment}",
+              {
+                pod: `${p.metadata.namespace}/${p.metadata.name}`,
+                mountpointPod: mp,
+                attachment: written.metadata.name,
+              },
+            );
+          }
           return;
         } catch (err) {
           if (
@@ -255,6 +270,36 @@ export class Reconciler {
         }
       }
     });
+  }
+
+  /**
+   * Other workloads that share `pod`'s claim, node and sharing key, are active and are not in the
+   * attachment yet: they join the same write. (Each one's own reconcile then finds it attached.)
+   */
+  #companions(
+    pod: Pod,
+    volume: WorkloadVolume,
+    key: SharingKey,
+    s3pa: MountpointS3PodAttachment | undefined,
+  ): Pod[] {
+    const claim = `${pod.metadata.namespace}/${volume.pvc.metadata.name}`;
+    const attached = new Set(s3pa ? workloadUIDs(s3pa) : []);
+    const canonical = canonicalSharingKey(key);
+    const out: Pod[] = [];
+    for (const other of this.#o.caches.pods.byIndex(INDEX.podClaim, claim)) {
+      if (out.length >= MAX_BATCH - 1) break;
+      const uid = other.metadata.uid;
+      if (!uid || uid === pod.metadata.uid || attached.has(uid)) continue;
+      if (other.spec.nodeName !== pod.spec.nodeName || !isActiveWorkload(other)) continue;
+      try {
+        const k = sharingKey(other, volume.pv, this.#o.podConfig.driverVersion);
+        if (canonicalSharingKey(k) !== canonical) continue;
+      } catch {
+        continue; // its own reconcile reports the problem
+      }
+      out.push(other);
+    }
+    return out;
   }
 
   /** Re-read an S3PA from the API after a conflict and remember the answer. */
@@ -367,31 +412,36 @@ export class Reconciler {
     for (const cached of this.#o.caches.s3pas.byIndex(INDEX.s3paMountpointPod, name)) {
       await this.#locks.run(cached.metadata.name!, async () => {
         const s3pa = this.#s3pas.get(cached.metadata.name!);
-        const workloads = s3pa?.spec.mountpointS3PodAttachments[name] ?? [];
-        const active = workloads.filter((w) => {
-          const pod = this.#o.caches.pods.byIndex(INDEX.podUID, w.workloadPodUID)[0];
-          return pod !== undefined && isActiveWorkload(pod);
-        });
-        if (!s3pa || active.length === 0 || this.#pods.get(`${this.#ns}/${name}`)) return;
-        const pv = this.#o.caches.pvs.get(s3pa.spec.persistentVolumeName);
-        if (!pv) return;
-        this.#log.warn(
-          "Mountpoint Pod {mountpointPod} is gone but serves {count} workloads: recreating it",
-          {
-            mountpointPod: name,
-            count: active.length,
-          },
-        );
-        const workload = this.#o.caches.pods.byIndex(INDEX.podUID, active[0]!.workloadPodUID)[0];
-        await this.#createMountpointPod(
-          name,
-          s3pa.metadata.name!,
-          keyOfAttachment(s3pa.spec, s3pa.metadata.labels),
-          pv,
-          workload,
-        );
+        if (s3pa) await this.#recreateIfGone(s3pa, name);
       });
     }
+  }
+
+  /**
+   * Under the S3PA's lock: recreate Mountpoint Pod `name` of `s3pa` when it is gone (not in the
+   * cache, nor written by us) while active workloads still use it.
+   */
+  async #recreateIfGone(s3pa: MountpointS3PodAttachment, name: string): Promise<void> {
+    const workloads = s3pa.spec.mountpointS3PodAttachments[name] ?? [];
+    const active = workloads.filter((w) => {
+      const pod = this.#o.caches.pods.byIndex(INDEX.podUID, w.workloadPodUID)[0];
+      return pod !== undefined && isActiveWorkload(pod);
+    });
+    if (active.length === 0 || this.#pods.get(`${this.#ns}/${name}`)) return;
+    const pv = this.#o.caches.pvs.get(s3pa.spec.persistentVolumeName);
+    if (!pv) return;
+    this.#log.warn(
+      "Mountpoint Pod {mountpointPod} is gone but serves {count} workloads: recreating it",
+      { mountpointPod: name, count: active.length },
+    );
+    const workload = this.#o.caches.pods.byIndex(INDEX.podUID, active[0]!.workloadPodUID)[0];
+    await this.#createMountpointPod(
+      name,
+      s3pa.metadata.name!,
+      keyOfAttachment(s3pa.spec, s3pa.metadata.labels),
+      pv,
+      workload,
+    );
   }
 
   /**

@@ -196,6 +196,32 @@ Deno.test("Reconciler: a shared attachment costs one write", async () => {
   assert.equal(delta, 1);
 });
 
+Deno.test("Reconciler: workloads waiting together for the same key join one write; other nodes, fsGroups and attached ones do not", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  for (const n of ["a", "b", "c"]) await h.client.create(PODS, workload(n, "pv-1"));
+  await h.client.create(PODS, workload("other-node", "pv-1", "node-2"));
+  await h.client.create(PODS, workload("other-fsgroup", "pv-1", "node-1", 4242));
+  await h.settle();
+  const before = { ...h.client.writes };
+  await h.reconciler.reconcile("default/a");
+  const delta = Object.entries(h.client.writes).reduce((n, [k, v]) => n + v - (before[k] ?? 0), 0);
+  assert.equal(delta, 2, "one Mountpoint Pod and one attachment for three workloads");
+  const [s3pa] = s3pas(h);
+  const attached = Object.values(s3pa!.spec.mountpointS3PodAttachments).flat().length;
+  assert.equal(attached, 3);
+  // b and c find themselves attached: no write.
+  await h.settle();
+  const after = { ...h.client.writes };
+  await h.reconciler.reconcile("default/b");
+  await h.reconciler.reconcile("default/c");
+  assert.deepEqual(h.client.writes, after);
+  await h.reconcileAll();
+  assert.equal(s3pas(h).length, 3, "node-2 and fsGroup 4242 have their own attachments");
+  assert.equal(mpPods(h).length, 3);
+});
+
 Deno.test("Reconciler: detach marks needs-unmount, deletes the S3PA, then deletes the Succeeded pod", async () => {
   await using h = await harness();
   await h.client.create(PVS, pv("pv-1"));

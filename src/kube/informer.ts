@@ -82,6 +82,11 @@ export class Informer<T extends KubeObject> {
     return this;
   }
 
+  /** The last resourceVersion seen (list or watch event, bookmarks included); "" before a list. */
+  get resourceVersion(): string {
+    return this.#resourceVersion;
+  }
+
   /** True once the first list has been applied. */
   get hasSynced(): boolean {
     return this.#synced;

@@ -190,7 +190,7 @@ export const CONTROLLER_OPTIONS = {
   },
   workers: {
     type: "integer",
-    default: 8,
+    default: 32,
     description: "Reconcile workers (keys are processed one at a time each)",
     validate: positive,
   },
