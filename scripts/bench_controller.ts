@@ -102,6 +102,12 @@ async function until<T>(
   }
 }
 
+function loadAverage(): string {
+  return Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
+}
+
+const loadBefore = loadAverage();
+
 function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
@@ -415,6 +421,11 @@ function table(results: readonly Result[]): void {
   );
   out("");
   out(
+    `Load average before / after: ${loadBefore} / ${loadAverage()} (2 vCPU shared with other work: ` +
+      "the API server, etcd and the controller compete with it, so times vary with the load).",
+  );
+  out("");
+  out(
     `| figure | ${head.join(" | ")} | goal |${growth ? " growth real 2k → 10k (×5 pods) |" : ""}`,
   );
   out(`|---|${results.map(() => "---").join("|")}|---|${growth ? "---|" : ""}`);
@@ -431,6 +442,11 @@ function table(results: readonly Result[]): void {
     );
   const x = (a: number, b: number) => `×${(b / a).toFixed(2)}`;
   row("pods created by the benchmark in", (r) => `${r.createdS.toFixed(1)} s`, "");
+  row(
+    "… all attached this long after the last pod was created",
+    (r) => `${(r.attachedS - r.createdS).toFixed(1)} s`,
+    "",
+  );
   row(
     "time until every workload is attached",
     (r) => `${r.attachedS.toFixed(1)} s`,
