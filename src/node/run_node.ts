@@ -21,6 +21,7 @@ import { RestKubeClient } from "../kube/rest_client.ts";
 import { AwsBucketProbe } from "../s3/bucket_probe.ts";
 import { RealFiles } from "../sys/files.ts";
 import { RealSys } from "../sys/sys.ts";
+import type { Engine } from "../mppod/mount_message.ts";
 import type { ParsedConfig } from "../util/config.ts";
 import { errorMessage } from "../util/errors.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
@@ -91,6 +92,7 @@ export async function runNode(
       node: new NodeService({
         nodeId: nodeName,
         kubeletRoot,
+        defaultEngine: config["default-engine"] as Engine, // checked by the flag's choices
         publisher,
         sys,
         files,
