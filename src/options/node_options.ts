@@ -59,6 +59,13 @@ export const NODE_OPTIONS = {
     default: "us-east-1",
     description: "Default S3 region (a volume's region option overrides it)",
   },
+  "s3-ca-bundle": {
+    type: "string",
+    env: "AWS_CA_BUNDLE",
+    default: "",
+    description:
+      "PEM file of extra CA certificates trusted for the S3 endpoint by the bucket check (the engines get the Mountpoint Pod's own CA)",
+  },
   "default-engine": {
     type: "string",
     env: "DEFAULT_ENGINE",
