@@ -7,8 +7,8 @@
  *    a. new source mount on an already Running Mountpoint Pod (fd passing + engine start + ready);
  *    b. a publish that shares an existing source mount (bind only).
  * 2. 256 MiB sequential write and read through the mount (`dd bs=1M`, as a workload) vs direct
- *    `@aws-sdk/client-s3` PUT/GET on the same server, medians of `--runs`; the SDK is measured
- *    right before each engine's turn, so both ratios see the same load.
+ *    `@aws-sdk/client-s3` PUT/GET on the same server, medians of `--runs`; each run measures the
+ *    SDK and then both engines, so every ratio compares figures taken under the same load.
  * 3. Idle RSS of the node plugin, of one mounter and of each engine.
  *
  * The machine is shared: the load average is printed before and after.
@@ -86,7 +86,8 @@ function request(h: Harness, engine: Engine, podUID: string, pv: string): NodePu
 /** Figures of one engine: metric → value. */
 type Figures = Map<string, string>;
 
-async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promise<void> {
+/** Publish figures and idle RSS of `engine`; resolves with the target of a published volume. */
+async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promise<string> {
   const tag = engine === "mount-s3" ? "m" : "r";
   // 1a. New source mount on a Running Mountpoint Pod.
   const fresh: number[] = [];
@@ -151,8 +152,20 @@ async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promis
     `${pct(bind, 50).toFixed(1)} / ${pct(bind, 99).toFixed(1)}`,
   );
 
-  // 2. Throughput, medians of RUNS; the SDK right before the mount each run.
-  const target = h.target(uids[0]!, pv);
+  // The shared volume stays published for the throughput figures.
+  return h.target(uids[0]!, pv);
+}
+
+/**
+ * 2. Throughput, medians of RUNS. Each run: SDK PUT and GET of a new object, then each engine
+ * (alternating which goes first) writes a new file with dd and reads that object (which it has
+ * not read before), so every ratio compares figures taken within a minute of each other.
+ */
+async function benchThroughput(
+  h: Harness,
+  targets: ReadonlyMap<Engine, string>,
+  figures: ReadonlyMap<Engine, Figures>,
+): Promise<void> {
   const data = new Uint8Array(SIZE);
   for (let i = 0; i < SIZE; i += 4096) data[i] = i & 0xff;
   const mib = SIZE / 1024 / 1024;
@@ -163,43 +176,55 @@ async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promis
     if (r.code !== 0) throw new Error(`dd ${args.join(" ")} failed: ${r.stderr}`);
     return performance.now() - t;
   };
+  const sdkGet = async (key: string) => {
+    const got = await h.s3.send(new GetObjectCommand({ Bucket: h.bucket, Key: key }));
+    let n = 0;
+    for await (const c of got.Body!.transformToWebStream()) n += (c as Uint8Array).length;
+    return n;
+  };
+  // Warm the SDK's code paths and connections first.
+  await h.s3.send(
+    new PutObjectCommand({ Bucket: h.bucket, Key: "warm.bin", Body: data.subarray(0, 16 << 20) }),
+  );
+  await sdkGet("warm.bin");
   const put: number[] = [];
   const get: number[] = [];
-  const write: number[] = [];
-  const read: number[] = [];
+  const write = new Map<Engine, number[]>(ENGINES.map((e) => [e, []]));
+  const read = new Map<Engine, number[]>(ENGINES.map((e) => [e, []]));
   for (let run = 0; run < RUNS; run++) {
-    const key = `direct-${tag}-${run}.bin`;
+    const key = `direct-${run}.bin`;
     let t0 = performance.now();
     await h.s3.send(new PutObjectCommand({ Bucket: h.bucket, Key: key, Body: data }));
     put.push(performance.now() - t0);
     t0 = performance.now();
-    const got = await h.s3.send(new GetObjectCommand({ Bucket: h.bucket, Key: key }));
-    let n = 0;
-    for await (const c of got.Body!.transformToWebStream()) n += (c as Uint8Array).length;
+    const n = await sdkGet(key);
     get.push(performance.now() - t0);
     if (n !== SIZE) throw new Error(`SDK GET returned ${n} bytes`);
-    // dd, like a workload (bs=1M sequential; conv=fsync: the upload is complete when dd ends).
-    write.push(await dd(["if=/dev/zero", `of=${target}/mount-${run}.bin`, "conv=fsync"]));
-    // An object the mount has not read before (written by the SDK).
-    read.push(await dd([`if=${target}/${key}`, "of=/dev/null"]));
+    const order = run % 2 === 0 ? ENGINES : [...ENGINES].reverse();
+    for (const engine of order) {
+      const target = targets.get(engine);
+      if (!target) continue;
+      // dd, like a workload (bs=1M sequential; conv=fsync: the upload is complete when dd ends).
+      write.get(engine)!.push(
+        await dd(["if=/dev/zero", `of=${target}/${engine}-${run}.bin`, "conv=fsync"]),
+      );
+      read.get(engine)!.push(await dd([`if=${target}/${key}`, "of=/dev/null"]));
+    }
   }
-  const [sdkPut, sdkGet, fuseWrite, fuseRead] = [put, get, write, read].map(median) as [
-    number,
-    number,
-    number,
-    number,
-  ];
-  figures.set(
-    `write ${mib} MiB: mount / SDK PUT MB/s (ratio)`,
-    `${mbps(fuseWrite).toFixed(0)} / ${mbps(sdkPut).toFixed(0)} (${
-      (sdkPut / fuseWrite).toFixed(2)
-    })`,
-  );
-  figures.set(
-    `read ${mib} MiB: mount / SDK GET MB/s (ratio)`,
-    `${mbps(fuseRead).toFixed(0)} / ${mbps(sdkGet).toFixed(0)} (${(sdkGet / fuseRead).toFixed(2)})`,
-  );
-  await h.csi.node.nodeUnpublishVolume({ volumeId: `vol-${pv}`, targetPath: target });
+  const [sdkPutMs, sdkGetMs] = [median(put), median(get)];
+  for (const engine of targets.keys()) {
+    const f = figures.get(engine)!;
+    const w = median(write.get(engine)!);
+    const r = median(read.get(engine)!);
+    f.set(
+      `write ${mib} MiB: mount / SDK PUT MB/s (ratio)`,
+      `${mbps(w).toFixed(0)} / ${mbps(sdkPutMs).toFixed(0)} (${(sdkPutMs / w).toFixed(2)})`,
+    );
+    f.set(
+      `read ${mib} MiB: mount / SDK GET MB/s (ratio)`,
+      `${mbps(r).toFixed(0)} / ${mbps(sdkGetMs).toFixed(0)} (${(sdkGetMs / r).toFixed(2)})`,
+    );
+  }
 }
 
 /** The issue's goal for a metric row, when it has one. */
@@ -225,14 +250,22 @@ async function main(): Promise<number> {
   });
   const figures = new Map<Engine, Figures>();
   const failures: string[] = [];
+  const targets = new Map<Engine, string>();
+  const failed = (what: string, err: unknown) =>
+    failures.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
   for (const engine of ENGINES) {
     const f: Figures = new Map();
-    try {
-      await benchEngine(h, engine, f);
-    } catch (err) {
-      failures.push(`${engine}: ${err instanceof Error ? err.message : String(err)}`);
-    }
     figures.set(engine, f);
+    try {
+      targets.set(engine, await benchEngine(h, engine, f));
+    } catch (err) {
+      failed(engine, err);
+    }
+  }
+  try {
+    await benchThroughput(h, targets, figures);
+  } catch (err) {
+    failed("throughput", err);
   }
   const loadAfter = await loadAverage();
   out(

@@ -52,7 +52,7 @@ const parseArgs = parseEngineArgs;
 
 function noCacheVolume(): EngineOptionError {
   return new EngineOptionError(
-    "The volume asks for a local cache but this Mountpoint Pod has no cache volume (MOUNTER_CACHE_DIR is not set): it was made by an older controller; delete the Mountpoint Pod so the controller makes a new one",
+    "The volume asks for a local cache but this Mountpoint Pod has no cache volume (MOUNTER_CACHE_DIR is not set): the controller that made it does not know local caches; run the controller of the node plugin's version",
   );
 }
 

@@ -343,9 +343,7 @@ export class Publisher {
     if (!uid) throw internal(`Mountpoint Pod ${who} has no UID`);
     if (p.cache && !pod.spec?.volumes?.some((v) => v.name === CACHE_VOLUME_NAME)) {
       throw failedPrecondition(
-        `The volume asks for a local cache (${CACHE_ATTRIBUTES.cache}: ${p.cache.type}) but Mountpoint Pod ${who} has no "${CACHE_VOLUME_NAME}" volume: it was made by a controller without cache support; delete the Mountpoint Pod (kubectl delete pod -n ${
-          who.replace("/", " ")
-        }) so a new one is made`,
+        `The volume asks for a local cache (${CACHE_ATTRIBUTES.cache}: ${p.cache.type}) but Mountpoint Pod ${who} has no "${CACHE_VOLUME_NAME}" volume: the controller that made it does not know local caches; run the controller of the node plugin's version`,
       );
     }
     // a.
