@@ -276,6 +276,9 @@ async function main(): Promise<number> {
   out(
     `load average: ${loadBefore} before, ${loadAfter} after (1/5/15 min; 2 vCPU shared with other work)`,
   );
+  out(
+    "SDK baseline: one PutObject / GetObject of the whole object (Deno fetch) on the same local (loopback) server; the GET reads from the server's page cache. Mount: dd bs=1M, conv=fsync for writes.",
+  );
   out("");
   out(`| metric | ${ENGINES.join(" | ")} | goal |`);
   out(`|---|${ENGINES.map(() => "---").join("|")}|---|`);
