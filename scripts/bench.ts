@@ -19,7 +19,10 @@ export const BENCHMARKS = {
     needs:
       "nothing for the emulator scale; the real-tier scales start their own kube-apiserver (tests/testbed/services/kube_real, built from Go modules)",
   },
-  node: { script: "scripts/bench_node.ts", needs: "root, /dev/fuse, rclone and S3 (RGW env)" },
+  node: {
+    script: "scripts/bench_node.ts",
+    needs: "root, /dev/fuse, mount-s3 (scripts/build_engine.sh), rclone and versitygw (Go)",
+  },
 } as const;
 
 const enc = new TextEncoder();

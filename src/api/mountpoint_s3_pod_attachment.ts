@@ -66,6 +66,11 @@ export interface S3paSpec {
   secretNamespace?: string;
   /** With `secret` authentication: name of the PV's `nodePublishSecretRef`. */
   secretName?: string;
+  /**
+   * The volume's local cache when it has one (canonical, e.g. `emptyDir;sizeLimit=2Gi`): volumes
+   * with different caches never share a Mountpoint Pod.
+   */
+  cache?: string;
   /** Mountpoint Pod name → workloads assigned to it. */
   mountpointS3PodAttachments: Record<string, WorkloadAttachment[]>;
 }
@@ -137,6 +142,11 @@ export const S3PA_SCHEMA = {
           description: "Namespace of the nodePublishSecretRef (secret auth).",
         },
         secretName: { ...str, description: "Name of the nodePublishSecretRef (secret auth)." },
+        cache: {
+          ...str,
+          description:
+            "Local cache of the volume (canonical, e.g. emptyDir;sizeLimit=2Gi), or absent.",
+        },
         mountpointS3PodAttachments: {
           type: "object",
           description: "Mountpoint Pod name to the workload Pods assigned to it.",

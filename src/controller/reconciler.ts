@@ -350,6 +350,7 @@ export class Reconciler {
       attachmentName,
       spec: specOfKey(key),
       volumeAttributes: pv.spec.csi?.volumeAttributes ?? {},
+      mountOptions: pv.spec.mountOptions ?? [],
     });
     try {
       this.#pods.wrote(await this.#o.client.create(PODS, spec));

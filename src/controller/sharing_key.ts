@@ -2,7 +2,8 @@
  * The sharing key of a workload volume: workloads with equal keys share one Mountpoint Pod.
  *
  * Key = node, PV name, volume handle, PV mount options (joined with ","), workload fsGroup,
- * authentication source (and, for `secret`, the nodePublishSecretRef), driver version.
+ * authentication source (and, for `secret`, the nodePublishSecretRef), driver version, and the
+ * volume's local cache when it has one (PV attributes `cache*` or the `cache` mount option).
  *
  * @module
  */
@@ -10,6 +11,8 @@ import type { AuthenticationSource, S3paSpec } from "../api/mountpoint_s3_pod_at
 import type { SharingKey } from "../mppod/naming.ts";
 import type { PersistentVolume, Pod } from "../kube/types.ts";
 import { LABEL_DRIVER_VERSION } from "../mppod/labels.ts";
+import { cacheKey } from "../mppod/cache_volume.ts";
+import { MountpointPodSpecError, pvCache } from "../mppod/pod_spec.ts";
 
 /** PV volume attribute selecting the authentication source. */
 export const AUTHENTICATION_SOURCE_ATTRIBUTE = "authenticationSource";
@@ -33,6 +36,15 @@ export function authenticationSource(pv: PersistentVolume): AuthenticationSource
 export function sharingKey(pod: Pod, pv: PersistentVolume, driverVersion: string): SharingKey {
   const auth = authenticationSource(pv);
   const fsGroup = pod.spec.securityContext?.fsGroup;
+  let cache: string;
+  try {
+    cache = cacheKey(pvCache(pv.spec.csi?.volumeAttributes ?? {}, pv.spec.mountOptions ?? []));
+  } catch (err) {
+    if (err instanceof MountpointPodSpecError) {
+      throw new SharingKeyError(`PV "${pv.metadata.name}": ${err.message}`);
+    }
+    throw err;
+  }
   const key: SharingKey = {
     nodeName: pod.spec.nodeName ?? "",
     persistentVolumeName: pv.metadata.name ?? "",
@@ -41,6 +53,7 @@ export function sharingKey(pod: Pod, pv: PersistentVolume, driverVersion: string
     workloadFSGroup: fsGroup === undefined || fsGroup === null ? "" : String(fsGroup),
     authenticationSource: auth,
     driverVersion,
+    ...(cache ? { cache } : {}),
   };
   if (auth === "secret") {
     const ref = pv.spec.csi?.nodePublishSecretRef;

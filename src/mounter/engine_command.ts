@@ -2,11 +2,15 @@
  * The command line and environment of the FUSE engine for one mount message, serving the
  * already-mounted FUSE connection given as `/dev/fd/<fd>`:
  *
- * - `mount-s3 <bucket> /dev/fd/N --foreground <args>` with the message's environment;
+ * - `mount-s3 <bucket> /dev/fd/N --foreground <args>` with the message's environment, plus
+ *   `AWS_CA_BUNDLE` when the pod has a custom CA; `--cache` points at the pod's cache volume;
  * - `rclone mount2 s3:<bucket>[/<prefix>] /dev/fd/N …` (Debian's rclone; its `mount2` accepts
  *   `/dev/fd/N`) with the mount-s3 options **translated**; the S3 remote is configured only by
  *   `RCLONE_CONFIG_S3_*` variables; credentials come from the AWS environment (profile files).
- *   An option rclone cannot honour is an {@link EngineOptionError} naming it, never ignored.
+ *   An option rclone cannot honour is an {@link EngineOptionError} naming it, never ignored
+ *   (`engine_support.ts`: a writable volume must allow deletes and overwrites). Sizes are given
+ *   with a unit (rclone reads a bare number as KiB); its cache lives in the cache volume, or in
+ *   the work dir — never in the comm dir.
  *
  * Pure: unit-tested without permissions.
  *
@@ -14,6 +18,7 @@
  */
 import type { Engine, MountMessage } from "../mppod/mount_message.ts";
 import { COMM_DIR } from "../mppod/paths.ts";
+import { engineOptionsProblem, parseEngineArgs, rcloneSize } from "../mppod/engine_support.ts";
 
 /** An option or setting the engine cannot honour. */
 export class EngineOptionError extends Error {
@@ -33,20 +38,22 @@ export interface EngineCommand {
 export interface EngineContext {
   /** The mounter's comm dir (env paths under `/comm` are rewritten to it). */
   readonly commDir: string;
-  /** A private writable directory for engine caches and HOME. */
+  /** A private writable directory for the engine's HOME (and rclone's files without a cache). */
   readonly workDir: string;
+  /** The pod's cache volume, when it has one: where `--cache` goes. */
+  readonly cacheDir?: string | undefined;
+  /** The pod's custom CA bundle (PEM), when it has one. */
+  readonly caBundle?: string | undefined;
   /** Path of the program (from PATH lookup). */
   readonly program: string;
 }
 
-function parseArgs(args: readonly string[]): Map<string, string | true> {
-  const out = new Map<string, string | true>();
-  for (const a of args) {
-    const body = a.replace(/^--/, "");
-    const eq = body.indexOf("=");
-    out.set(eq < 0 ? body : body.slice(0, eq), eq < 0 ? true : body.slice(eq + 1));
-  }
-  return out;
+const parseArgs = parseEngineArgs;
+
+function noCacheVolume(): EngineOptionError {
+  return new EngineOptionError(
+    "The volume asks for a local cache but this Mountpoint Pod has no cache volume (MOUNTER_CACHE_DIR is not set): the controller that made it does not know local caches; run the controller of the node plugin's version",
+  );
 }
 
 /** `KEY=VALUE` list → record, rewriting `/comm/...` values to the real comm dir. */
@@ -63,19 +70,25 @@ function envRecord(env: readonly string[], commDir: string): Record<string, stri
   return out;
 }
 
-/** Build the mount-s3 command. */
+/** Build the mount-s3 command. @throws {EngineOptionError} */
 export function mountS3Command(msg: MountMessage, fd: number, ctx: EngineContext): EngineCommand {
   const options = parseArgs(msg.args);
   const args = [msg.bucketName, `/dev/fd/${fd}`, "--foreground"];
   for (const [k, v] of [...options].sort(([a], [b]) => a.localeCompare(b))) {
-    if (k === "cache") args.push(`--cache=${ctx.workDir}/cache`);
-    else args.push(v === true ? `--${k}` : `--${k}=${v}`);
+    if (k === "cache") {
+      // Whatever path the message names: the cache goes to the pod's cache volume, never to the
+      // comm dir or the work dir.
+      if (!ctx.cacheDir) throw noCacheVolume();
+      args.push(`--cache=${ctx.cacheDir}`);
+    } else args.push(v === true ? `--${k}` : `--${k}=${v}`);
   }
+  const env = envRecord(msg.env, ctx.commDir);
+  if (ctx.caBundle && env.AWS_CA_BUNDLE === undefined) env.AWS_CA_BUNDLE = ctx.caBundle;
   return {
     engine: "mount-s3",
     command: ctx.program,
     args,
-    env: { HOME: ctx.workDir, ...envRecord(msg.env, ctx.commDir) },
+    env: { HOME: ctx.workDir, ...env },
   };
 }
 
@@ -88,6 +101,9 @@ function seconds(ttl: string): string {
 /** Build the rclone mount2 command. @throws {EngineOptionError} */
 export function rcloneCommand(msg: MountMessage, fd: number, ctx: EngineContext): EngineCommand {
   const options = parseArgs(msg.args);
+  const problem = engineOptionsProblem("rclone", options);
+  if (problem) throw new EngineOptionError(problem);
+  if (options.has("cache") && !ctx.cacheDir) throw noCacheVolume();
   const env = envRecord(msg.env, ctx.commDir);
   const rc: Record<string, string> = {
     TYPE: "s3",
@@ -116,7 +132,7 @@ export function rcloneCommand(msg: MountMessage, fd: number, ctx: EngineContext)
         break;
       case "allow-delete":
       case "allow-overwrite":
-        break; // rclone always allows deletes and overwrites of whole files
+        break; // required (engine_support.ts): rclone always allows both
       case "uid":
       case "gid":
         flags.push(`--${k}=${value}`);
@@ -145,7 +161,7 @@ export function rcloneCommand(msg: MountMessage, fd: number, ctx: EngineContext)
         flags.push("--vfs-cache-mode=full");
         break;
       case "max-cache-size":
-        flags.push(`--vfs-cache-max-size=${value}M`);
+        flags.push(`--vfs-cache-max-size=${value}M`); // MiB, as mount-s3's
         break;
       case "storage-class":
         rc.STORAGE_CLASS = value;
@@ -168,18 +184,19 @@ export function rcloneCommand(msg: MountMessage, fd: number, ctx: EngineContext)
         break;
       case "part-size":
       case "write-part-size":
-        rc.CHUNK_SIZE = value;
+        // Bytes; rclone reads a bare number as KiB (8388608 would be 8 GiB chunks).
+        if (k === "write-part-size" || !options.has("write-part-size")) {
+          rc.CHUNK_SIZE = rcloneSize(Number(value));
+        }
+        if (k === "part-size" && !options.has("read-part-size")) {
+          flags.push(`--vfs-read-chunk-size=${rcloneSize(Number(value))}`);
+        }
         break;
       case "read-part-size":
-        flags.push(`--vfs-read-chunk-size=${value}`);
+        flags.push(`--vfs-read-chunk-size=${rcloneSize(Number(value))}`);
         break;
       case "upload-checksums":
-        if (value !== "off") {
-          throw new EngineOptionError(
-            `Option "--upload-checksums=${value}" cannot be translated for rclone (only "off" can)`,
-          );
-        }
-        rc.DISABLE_CHECKSUM = "true";
+        rc.DISABLE_CHECKSUM = "true"; // only "off" passes engineOptionsProblem
         break;
       case "user-agent-prefix":
         flags.push(`--user-agent=${value}`);
@@ -196,16 +213,21 @@ export function rcloneCommand(msg: MountMessage, fd: number, ctx: EngineContext)
   // Synchronous reads keep rclone's VFS reader in sequence: with async reads the kernel's
   // read-ahead requests arrive out of order and rclone re-opens the object (measured: throughput
   // collapses from ~200 to ~10 MB/s at random).
+  // rclone keeps files in its cache dir even without --vfs-cache-mode: the cache volume when the
+  // pod has one (the volume asked for a cache), else the private work dir; never the comm dir.
   flags.push(
     "--async-read=false",
-    `--cache-dir=${ctx.workDir}/rclone-cache`,
+    `--cache-dir=${ctx.cacheDir && options.has("cache") ? ctx.cacheDir : ctx.workDir}/rclone-cache`,
     `--log-level=${logLevel}`,
   );
+  // rclone's HTTP client refuses the AWS_CA_BUNDLE variable but takes the file as --ca-cert.
+  const ca = env.AWS_CA_BUNDLE || ctx.caBundle;
+  if (ca) flags.push(`--ca-cert=${ca}`);
   const out: Record<string, string> = { HOME: ctx.workDir };
   for (const [k, v] of Object.entries(env)) {
-    if (k.startsWith("AWS_") || k === "HTTPS_PROXY" || k === "NO_PROXY") out[k] = v;
+    if (k.startsWith("AWS_") || /^(https?|no)_proxy$/i.test(k)) out[k] = v;
   }
-  delete out.AWS_CA_BUNDLE; // rclone's HTTP client refuses a custom CA bundle variable
+  delete out.AWS_CA_BUNDLE;
   for (const [k, v] of Object.entries(rc)) out[`RCLONE_CONFIG_S3_${k}`] = v;
   return {
     engine: "rclone",

@@ -46,8 +46,12 @@ export interface MounterOptions {
   readonly spawner: ProcessSpawner;
   /** The comm dir shared with the node plugin. */
   readonly commDir: string;
-  /** A private writable directory (engine HOME and caches). */
+  /** A private writable directory (engine HOME). */
   readonly workDir: string;
+  /** The pod's cache volume (engine caches), when it has one. */
+  readonly cacheDir?: string | undefined;
+  /** The pod's custom CA bundle, when it has one. */
+  readonly caBundle?: string | undefined;
   /** How long to wait for a valid mount message. */
   readonly receiveTimeoutMs: number;
   /**
@@ -56,7 +60,10 @@ export interface MounterOptions {
    * requests the exit (`mount.exit`). 0 forwards SIGTERM to the engine at once. @default 0
    */
   readonly drainGraceMs?: number;
-  /** Engine when the message names none: `auto` = mount-s3 if on PATH, else rclone. */
+  /**
+   * Engine when the message names none (the node plugin always names one): `auto` = mount-s3 if
+   * on PATH, else rclone.
+   */
   readonly engine: "auto" | Engine;
   /** Peer uids allowed to send. @default [0] */
   readonly allowUids?: readonly number[];
@@ -214,6 +221,8 @@ export class Mounter {
     return engineCommand(engine, message, fd, {
       commDir: this.#o.commDir,
       workDir: this.#o.workDir,
+      cacheDir: this.#o.cacheDir,
+      caBundle: this.#o.caBundle,
       program,
     });
   }

@@ -110,7 +110,7 @@ Deno.test("Mounter refuses bad messages and keeps waiting", async (t) => {
       "untranslatable",
       encodeMountMessage({ bucketName: "b-1", args: ["--maximum-throughput-gbps=1"], env: [] }),
       sys.openFuse(),
-      /cannot be translated for rclone/,
+      /The rclone engine cannot honour the mount option "maximum-throughput-gbps=1"/,
     ],
   ];
   for (const [name, bytes, fd, re] of cases) {

@@ -106,6 +106,26 @@ export async function prepareWorkDir(configured: string, commDir: string): Promi
   }
 }
 
+/**
+ * The cache dir must be a directory of its own (the pod's cache volume), not the comm dir or
+ * inside it. The engine manages its content (mount-s3 keeps its blocks in a `mountpoint-cache`
+ * dir it creates, empties at start and removes at unmount); the mounter removes nothing there.
+ * @throws {ConfigError}
+ */
+export async function checkCacheDir(cacheDir: string, commDir: string): Promise<void> {
+  const norm = (p: string) => p.replace(/\/+$/, "") || "/";
+  if (norm(cacheDir) === norm(commDir) || norm(cacheDir).startsWith(`${norm(commDir)}/`)) {
+    throw new ConfigError(
+      `--cache-dir "${cacheDir}" is inside the comm dir "${commDir}": mount the cache volume elsewhere`,
+    );
+  }
+  if (!(await isDirectory(cacheDir))) {
+    throw new ConfigError(
+      `cache dir "${cacheDir}" (MOUNTER_CACHE_DIR) does not exist or is not a directory: mount the cache volume there`,
+    );
+  }
+}
+
 /** Remove what older mounters left in the comm dir (`.work-<pid>` fallbacks). */
 async function cleanCommLeftovers(commDir: string): Promise<void> {
   try {
@@ -136,6 +156,8 @@ export async function runMounter(
       `comm dir "${commDir}" does not exist or is not a directory: mount the comm emptyDir there`,
     );
   }
+  const cacheDir = config["cache-dir"] || undefined;
+  if (cacheDir !== undefined) await checkCacheDir(cacheDir, commDir);
   const workDir = await prepareWorkDir(config["work-dir"], commDir);
   await cleanCommLeftovers(commDir);
   try {
@@ -145,6 +167,8 @@ export async function runMounter(
       spawner: new RealSpawner(),
       commDir,
       workDir,
+      cacheDir,
+      caBundle: config["ca-bundle"] || undefined,
       receiveTimeoutMs: config["receive-timeout"],
       drainGraceMs: config["drain-grace"],
       engine: config.engine as "auto" | Engine, // checked by the flag's choices

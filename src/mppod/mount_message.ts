@@ -16,6 +16,11 @@ export const MAX_MOUNT_MESSAGE_BYTES = 64 * 1024;
 export const ENGINES = ["mount-s3", "rclone"] as const;
 /** A FUSE engine name. */
 export type Engine = typeof ENGINES[number];
+/**
+ * The engine of a volume that names none (volume attribute or StorageClass parameter `engine`):
+ * our `mount-s3`. The node plugin's `--default-engine` may choose `rclone` for a whole node.
+ */
+export const DEFAULT_ENGINE: Engine = "mount-s3";
 
 /** Options + environment for one FUSE session. */
 export interface MountMessage {

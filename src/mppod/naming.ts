@@ -16,7 +16,11 @@ function digest(text: string, hexChars: number): string {
   return createHash("sha256").update(text).digest("hex").slice(0, hexChars);
 }
 
-/** Canonical text of a sharing key: fixed field order, absent optionals as "". */
+/**
+ * Canonical text of a sharing key: fixed field order, absent optionals as "". The cache is
+ * appended only when the volume has one, so keys (and names) of volumes without a cache are
+ * what they were before caches existed.
+ */
 export function canonicalSharingKey(key: SharingKey): string {
   return JSON.stringify([
     key.nodeName,
@@ -28,6 +32,7 @@ export function canonicalSharingKey(key: SharingKey): string {
     key.secretNamespace ?? "",
     key.secretName ?? "",
     key.driverVersion,
+    ...(key.cache ? [key.cache] : []),
   ]);
 }
 

@@ -11,6 +11,11 @@
  * - a `comm` emptyDir (Memory, small) at `/comm`, where the mounter listens for the FUSE fd, and
  *   a `work` emptyDir at `/work`, the mounter's private working dir (engine HOME), so nothing of
  *   the engine lands next to the credentials and a restarted mounter starts clean;
+ * - with a local cache (PV attributes `cache: emptyDir|ephemeral`, see `cache_volume.ts`), a
+ *   `cache` volume at `/cache` (an emptyDir with the volume's size limit and medium, or a generic
+ *   ephemeral volume), named to the mounter by `MOUNTER_CACHE_DIR`; never the comm dir;
+ * - with a custom CA (`--tls-ca-configmap`), the bundle at `/etc/ssl/custom-ca/ca-bundle.crt`,
+ *   named to the mounter by `MOUNTER_CA_BUNDLE` (it becomes the engine's CA bundle);
  * - `restartPolicy: OnFailure`: the mounter exits 0 only when asked to (pod `Succeeded`);
  * - a long termination grace so it outlives workloads on node drain;
  * - labels/annotations that tie it to its volume and attachment, and let cluster-autoscaler
@@ -18,7 +23,7 @@
  *
  * @module
  */
-import type { Pod } from "../kube/types.ts";
+import type { Pod, PodVolume } from "../kube/types.ts";
 import type { S3paSpec } from "../api/mountpoint_s3_pod_attachment.ts";
 import {
   ANNOTATION_ATTACHMENT,
@@ -31,6 +36,14 @@ import {
 } from "./labels.ts";
 import { COMM_DIR, COMM_VOLUME_NAME, WORK_DIR, WORK_VOLUME_NAME } from "./paths.ts";
 import { nonNegativeQuantity } from "../kube/quantity.ts";
+import {
+  CACHE_DIR,
+  CACHE_VOLUME_NAME,
+  type CacheConfig,
+  CacheConfigError,
+  cacheVolume,
+  parseCacheConfig,
+} from "./cache_volume.ts";
 
 /** Size limit of the comm emptyDir (socket, two small files, credentials). */
 export const COMM_SIZE_LIMIT = "10Mi";
@@ -38,6 +51,10 @@ export const COMM_SIZE_LIMIT = "10Mi";
 export const MOUNTPOINT_CONTAINER = "mountpoint";
 /** Where a custom CA bundle is mounted in Mountpoint Pods. */
 export const CUSTOM_CA_DIR = "/etc/ssl/custom-ca";
+/** The custom CA bundle file in Mountpoint Pods. */
+export const CUSTOM_CA_FILE = `${CUSTOM_CA_DIR}/ca-bundle.crt`;
+/** Name of the custom CA volume in Mountpoint Pods. */
+export const CUSTOM_CA_VOLUME_NAME = "custom-ca";
 
 /** PV volume attributes that tune the Mountpoint container's resources. */
 export const RESOURCE_ATTRIBUTES = {
@@ -76,6 +93,8 @@ export interface MountpointPodTarget {
   readonly spec: Omit<S3paSpec, "mountpointS3PodAttachments">;
   /** The PV's `spec.csi.volumeAttributes`. */
   readonly volumeAttributes: Readonly<Record<string, string>>;
+  /** The PV's `spec.mountOptions` (a `cache` option enables an emptyDir cache). */
+  readonly mountOptions?: readonly string[];
 }
 
 /** A bad PV attribute that stops Mountpoint Pod creation (reported as an Event on the workload). */
@@ -105,6 +124,29 @@ function resources(config: MountpointPodConfig, attrs: Readonly<Record<string, s
   return out;
 }
 
+/** PV `spec.mountOptions` entries that enable the (deprecated) cache mount option. */
+export function hasCacheMountOption(mountOptions: readonly string[]): boolean {
+  return mountOptions.some((o) => /^-{0,2}cache(?:[= ]|$)/.test(o.trim()));
+}
+
+/**
+ * The local cache of a PV (attributes and mount options).
+ * @throws {MountpointPodSpecError} on bad cache attributes
+ */
+export function pvCache(
+  volumeAttributes: Readonly<Record<string, string>>,
+  mountOptions: readonly string[],
+): CacheConfig | undefined {
+  try {
+    return parseCacheConfig(volumeAttributes, hasCacheMountOption(mountOptions));
+  } catch (err) {
+    if (err instanceof CacheConfigError) {
+      throw new MountpointPodSpecError(`${err.message}: fix the PersistentVolume`);
+    }
+    throw err;
+  }
+}
+
 /** Build the Mountpoint Pod for `target`. @throws {MountpointPodSpecError} on a bad PV attribute */
 export function mountpointPod(config: MountpointPodConfig, target: MountpointPodTarget): Pod {
   const uid = config.uid;
@@ -123,16 +165,37 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
     { name: COMM_VOLUME_NAME, mountPath: COMM_DIR },
     { name: WORK_VOLUME_NAME, mountPath: WORK_DIR },
   ];
+  const env = [
+    { name: "MOUNTER_COMM_DIR", value: COMM_DIR },
+    { name: "MOUNTER_WORK_DIR", value: WORK_DIR },
+    // On eviction (node drain) keep serving the workloads evicted alongside, until the node
+    // plugin unmounts; 30 s before the grace ends the engine is stopped cleanly.
+    {
+      name: "MOUNTER_DRAIN_GRACE",
+      value: `${Math.max(0, config.terminationGraceSeconds - 30)}s`,
+    },
+  ];
+  const cache = pvCache(target.volumeAttributes, target.mountOptions ?? []);
+  if (cache) {
+    volumes.push(cacheVolume(cache) as PodVolume);
+    mounts.push({ name: CACHE_VOLUME_NAME, mountPath: CACHE_DIR });
+    env.push({ name: "MOUNTER_CACHE_DIR", value: CACHE_DIR });
+  }
   if (config.caConfigMap) {
+    env.push({ name: "MOUNTER_CA_BUNDLE", value: CUSTOM_CA_FILE });
     volumes.push({
-      name: "custom-ca",
+      name: CUSTOM_CA_VOLUME_NAME,
       configMap: {
         name: config.caConfigMap,
         items: [{ key: "ca-bundle.crt", path: "ca-bundle.crt" }],
       },
     });
     mounts.push(
-      { name: "custom-ca", mountPath: CUSTOM_CA_DIR, readOnly: true } as typeof mounts[number],
+      {
+        name: CUSTOM_CA_VOLUME_NAME,
+        mountPath: CUSTOM_CA_DIR,
+        readOnly: true,
+      } as typeof mounts[number],
     );
   }
   const serviceAccount = target.volumeAttributes[SERVICE_ACCOUNT_ATTRIBUTE];
@@ -184,16 +247,7 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         image: config.image,
         imagePullPolicy: config.imagePullPolicy,
         command: [config.command],
-        env: [
-          { name: "MOUNTER_COMM_DIR", value: COMM_DIR },
-          { name: "MOUNTER_WORK_DIR", value: WORK_DIR },
-          // On eviction (node drain) keep serving the workloads evicted alongside, until the node
-          // plugin unmounts; 30 s before the grace ends the engine is stopped cleanly.
-          {
-            name: "MOUNTER_DRAIN_GRACE",
-            value: `${Math.max(0, config.terminationGraceSeconds - 30)}s`,
-          },
-        ],
+        env,
         resources: resources(config, target.volumeAttributes),
         securityContext: {
           allowPrivilegeEscalation: false,

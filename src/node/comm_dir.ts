@@ -13,8 +13,12 @@ import { type DirHandle, type Files, UnsafeEntryError } from "../sys/files.ts";
 
 /** Bytes of `mount.error` read (its end: the engine's last words). */
 export const MOUNT_ERROR_READ_BYTES = 4096;
-/** Longest engine message put in a CSI error (and so in an Event). */
-export const SHORT_MESSAGE_CHARS = 200;
+/**
+ * Longest engine message put in a CSI error (and so in an Event, whose message Kubernetes keeps up
+ * to 1 KiB): room for mount-s3's one-line error with its hint (e.g. which CA bundle a failed TLS
+ * handshake needs).
+ */
+export const SHORT_MESSAGE_CHARS = 400;
 
 /** Open the comm dir of the pod with UID `podUID`; undefined when it does not exist. */
 export function openCommDir(
@@ -57,7 +61,8 @@ export function reportForLog(text: string): string {
 /**
  * A short message for the workload's Events: the first line of `text` (the mounter's summary) and
  * its last (the engine's last words), without control characters or terminal escapes, at most
- * {@link SHORT_MESSAGE_CHARS} characters; `secrets` (e.g. the access key id) become `<redacted>`.
+ * {@link SHORT_MESSAGE_CHARS} characters (a longer one loses its middle: engines end their
+ * errors with the cause and the hint); `secrets` (e.g. the access key id) become `<redacted>`.
  */
 export function shortMessage(text: string, secrets: readonly string[] = []): string {
   let clean = text
@@ -70,9 +75,11 @@ export function shortMessage(text: string, secrets: readonly string[] = []): str
   const first = lines[0] ?? "";
   const last = lines.at(-1) ?? "";
   const joined = lines.length > 1 ? `${cut(first, 80)} … ${last}` : first;
-  return joined.length > SHORT_MESSAGE_CHARS
-    ? `${joined.slice(0, SHORT_MESSAGE_CHARS - 1)}…`
-    : joined;
+  if (joined.length <= SHORT_MESSAGE_CHARS) return joined;
+  const head = Math.floor(SHORT_MESSAGE_CHARS / 3);
+  return `${joined.slice(0, head)}…${
+    joined.slice(joined.length - (SHORT_MESSAGE_CHARS - head - 1))
+  }`;
 }
 
 function cut(s: string, n: number): string {

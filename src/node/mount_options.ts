@@ -19,8 +19,15 @@ export type MountOptions = Map<string, string | true>;
 
 type Check = (value: string) => string | undefined;
 
-const integer = (max: number): Check => (v) =>
-  /^\d{1,10}$/.test(v) && Number(v) <= max ? undefined : `must be an integer from 0 to ${max}`;
+const integer = (max: number, min = 0): Check => (v) =>
+  /^\d{1,10}$/.test(v) && Number(v) <= max && Number(v) >= min
+    ? undefined
+    : `must be an integer from ${min} to ${max}`;
+/** Part sizes as mount-s3 takes them: bytes, 5 MiB to 5 GiB. */
+const partSize: Check = (v) =>
+  /^\d{1,10}$/.test(v) && Number(v) >= 5 * 2 ** 20 && Number(v) <= 5 * 2 ** 30
+    ? undefined
+    : "must be a size in bytes from 5242880 (5 MiB) to 5368709120 (5 GiB)";
 const octalMode: Check = (v) =>
   /^0?[0-7]{3}$/.test(v) ? undefined : `must be an octal mode such as 0750`;
 const ttl: Check = (v) =>
@@ -62,7 +69,8 @@ export const ALLOWED_OPTIONS: Readonly<Record<string, Allowed>> = {
   "region": { value: pattern(/^[a-z0-9-]{1,32}$/, "must be a region name such as us-east-1") },
   "metadata-ttl": { value: ttl },
   "negative-metadata-ttl": { value: ttl },
-  // The value names a directory for mount-s3; the mounter replaces it with its own work dir.
+  // Deprecated (upstream v1): enables an emptyDir cache without a size limit; the path is not
+  // used (the cache goes to the Mountpoint Pod's cache volume). Prefer the `cache` attribute.
   "cache": { value: pattern(/^.{1,256}$/, "must be a path of at most 256 characters") },
   "max-cache-size": { value: integer(2 ** 31 - 1) },
   "storage-class": { value: pattern(/^[A-Z_]{1,40}$/, "must be a storage class such as STANDARD") },
@@ -70,15 +78,18 @@ export const ALLOWED_OPTIONS: Readonly<Record<string, Allowed>> = {
     value: pattern(/^(aws:kms|aws:kms:dsse|AES256)$/, "must be aws:kms, aws:kms:dsse or AES256"),
   },
   "sse-kms-key-id": { value: pattern(/^[A-Za-z0-9:/_.-]{1,256}$/, "must be a KMS key id or ARN") },
-  "max-threads": { value: integer(4096) },
-  "part-size": { value: integer(5 * 2 ** 30) },
-  "read-part-size": { value: integer(5 * 2 ** 30) },
-  "write-part-size": { value: integer(5 * 2 ** 30) },
+  "max-threads": { value: integer(4096, 1) },
+  "part-size": { value: partSize },
+  "read-part-size": { value: partSize },
+  "write-part-size": { value: partSize },
   "upload-checksums": { value: pattern(/^(crc32c|off)$/, "must be crc32c or off") },
   "maximum-throughput-gbps": {
-    value: pattern(/^\d{1,4}(\.\d{1,3})?$/, "must be a number such as 10"),
+    value: (v) =>
+      /^\d{1,4}(\.\d{1,3})?$/.test(v) && Number(v) > 0 && Number(v) <= 10_000
+        ? undefined
+        : "must be a positive number of Gbit/s such as 10",
   },
-  "aws-max-attempts": { value: integer(100) },
+  "aws-max-attempts": { value: integer(100, 1) },
 };
 
 /** Options that are refused on purpose, with the reason shown to the user. */

@@ -25,6 +25,7 @@ export interface MountpointPod extends KubeObject {
     nodeName?: string;
     securityContext?: { runAsUser?: number; runAsGroup?: number; fsGroup?: number };
     containers?: { name?: string; securityContext?: { runAsUser?: number; runAsGroup?: number } }[];
+    volumes?: { name?: string; [k: string]: unknown }[];
   };
   status?: {
     phase?: string;

@@ -26,6 +26,7 @@ import type {
 import { Code, codeName, CsiError, invalidArgument, notFound } from "../csi/errors.ts";
 import type { Files } from "../sys/files.ts";
 import type { Sys } from "../sys/sys.ts";
+import type { Engine } from "../mppod/mount_message.ts";
 import { logger } from "../util/log.ts";
 import type { HealthChecker } from "./health.ts";
 import type { NodeMetrics } from "./metrics.ts";
@@ -47,6 +48,8 @@ export interface NodeServiceDeps {
   readonly nodeId: string;
   /** Kubelet root dir. */
   readonly kubeletRoot: string;
+  /** Engine of volumes that name none. @default DEFAULT_ENGINE */
+  readonly defaultEngine?: Engine;
   /** Publish and unpublish work. */
   readonly publisher: Publisher;
   readonly sys: Sys;
@@ -94,7 +97,7 @@ export class NodeService implements Partial<NodeHandlers> {
     const t0 = performance.now();
     const { publisher, kubeletRoot, metrics } = this.#d;
     try {
-      const params = validatePublish(req, kubeletRoot);
+      const params = validatePublish(req, kubeletRoot, this.#d.defaultEngine);
       const outcome = await publisher.publish(params, req.secrets, context?.signal);
       log.info("Published volume {volumeId} on {target} ({outcome})", {
         volumeId: params.volumeId,

@@ -1,11 +1,14 @@
 /**
  * Validation of NodePublishVolume requests, before anything is touched: volume id, target path
  * (inside the kubelet dir, in the kubelet's CSI target shape), volume capability and access mode,
- * volume context (`bucketName`, `authenticationSource`, `engine`, `prefix`, `region`) and the mount
- * options (allow-list). The result is a {@link PublishParams} with the driver's own options added.
+ * volume context (`bucketName`, `authenticationSource`, `engine`, `prefix`, `region`, the local
+ * cache `cache*`) and the mount options (allow-list). The result is a {@link PublishParams} with
+ * the driver's own options added.
  *
- * Validation is complete: every rule the mounter applies to the options later is applied here
- * too, so nothing is mounted for a request that would be refused after the FUSE mount exists.
+ * Validation is complete: every rule the mounter and the engine apply to the options later is
+ * applied here too (option combinations mount-s3 refuses, options rclone cannot honour, a cache
+ * within its volume's size limit), so nothing is mounted for a request that would be refused
+ * after the FUSE mount exists.
  *
  * Pure: no I/O, so every rule is unit-tested without permissions.
  *
@@ -20,7 +23,16 @@ import { invalidArgument } from "../csi/errors.ts";
 import { SUPPORTED_ACCESS_MODES } from "../csi/access_modes.ts";
 import { VOLUME_CONTEXT } from "../csi/volume_context.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
-import { type Engine, ENGINES, mountArgProblem } from "../mppod/mount_message.ts";
+import { DEFAULT_ENGINE, type Engine, ENGINES, mountArgProblem } from "../mppod/mount_message.ts";
+import {
+  CACHE_ATTRIBUTES,
+  CACHE_DIR,
+  type CacheConfig,
+  CacheConfigError,
+  maxCacheSizeMiB,
+  parseCacheConfig,
+} from "../mppod/cache_volume.ts";
+import { engineOptionsProblem } from "../mppod/engine_support.ts";
 import { parseTargetPath } from "../mppod/paths.ts";
 import { type MountOptions, parseMountOptions, renderArgs } from "./mount_options.ts";
 
@@ -56,8 +68,10 @@ export interface PublishParams {
   readonly readOnlyTarget: boolean;
   /** Where S3 credentials come from. */
   readonly authenticationSource: AuthenticationSource;
-  /** Engine asked for by the volume; the mounter's default when undefined. */
-  readonly engine: Engine | undefined;
+  /** The volume's engine (its `engine` attribute, else the node's default). */
+  readonly engine: Engine;
+  /** The volume's local cache (`--cache` points at the Mountpoint Pod's cache volume). */
+  readonly cache: CacheConfig | undefined;
   /** Workload fsGroup (`volume_mount_group`), when kubelet sent one. */
   readonly fsGroup: number | undefined;
   /** Mount options after the driver's additions. */
@@ -136,12 +150,65 @@ function mergeContextOption(
 }
 
 /**
- * Validate a NodePublishVolume request.
+ * Combinations of options mount-s3 refuses (it exits at once, after the FUSE mount exists).
+ * @throws {CsiError} InvalidArgument
+ */
+function checkCombinations(options: MountOptions): void {
+  const key = options.get("sse-kms-key-id");
+  const sse = options.get("sse");
+  if (key !== undefined && sse !== "aws:kms" && sse !== "aws:kms:dsse") {
+    throw invalidArgument(
+      `Mount option "sse-kms-key-id=${key}" needs "sse=aws:kms" or "sse=aws:kms:dsse"${
+        sse === undefined ? "" : ` (the volume has sse=${sse})`
+      }: add or fix the sse option`,
+    );
+  }
+  if (options.has("no-log") && (options.has("debug") || options.has("debug-crt"))) {
+    throw invalidArgument(
+      `Mount option "no-log" cannot be combined with "debug" or "debug-crt": remove one of them`,
+    );
+  }
+}
+
+/**
+ * The volume's local cache: `--cache` at the Mountpoint Pod's cache volume and a
+ * `--max-cache-size` within its limit. @throws {CsiError} InvalidArgument
+ */
+function applyCache(
+  options: MountOptions,
+  ctx: Readonly<Record<string, string>>,
+): CacheConfig | undefined {
+  let cache: CacheConfig | undefined;
+  try {
+    cache = parseCacheConfig(ctx, options.has("cache"));
+    const requested = options.get("max-cache-size");
+    if (!cache) {
+      if (requested !== undefined) {
+        throw invalidArgument(
+          `Mount option "max-cache-size=${requested}" needs a local cache: set the volume attribute ${CACHE_ATTRIBUTES.cache} (emptyDir or ephemeral)`,
+        );
+      }
+      return undefined;
+    }
+    const size = maxCacheSizeMiB(cache, requested === undefined ? undefined : Number(requested));
+    if (size === undefined) options.delete("max-cache-size");
+    else options.set("max-cache-size", String(size));
+  } catch (err) {
+    if (err instanceof CacheConfigError) throw invalidArgument(err.message);
+    throw err;
+  }
+  options.set("cache", CACHE_DIR);
+  return cache;
+}
+
+/**
+ * Validate a NodePublishVolume request; a volume that names no engine gets `defaultEngine`.
  * @throws {CsiError} InvalidArgument with a message that names the field and what to fix
  */
 export function validatePublish(
   req: NodePublishVolumeRequest,
   kubeletRoot: string,
+  defaultEngine: Engine = DEFAULT_ENGINE,
 ): PublishParams {
   const volumeId = checkVolumeId(req.volumeId);
   const { podUID, volumeName } = checkTargetPath(kubeletRoot, req.targetPath);
@@ -168,8 +235,8 @@ export function validatePublish(
       `Unknown authenticationSource "${auth}": use "driver" (default) or "secret" (with nodePublishSecretRef)`,
     );
   }
-  const engine = ctx[VOLUME_CONTEXT.engine] || undefined;
-  if (engine !== undefined && !ENGINES.includes(engine as Engine)) {
+  const engine = ctx[VOLUME_CONTEXT.engine] || defaultEngine;
+  if (!ENGINES.includes(engine as Engine)) {
     throw invalidArgument(`Unknown engine "${engine}": use one of ${ENGINES.join(", ")}`);
   }
   const mount = req.volumeCapability?.mount;
@@ -201,6 +268,10 @@ export function validatePublish(
   options.delete("allow-root");
   options.set("allow-other", true);
   options.set("force-path-style", true);
+  checkCombinations(options);
+  const cache = applyCache(options, ctx);
+  const problem = engineOptionsProblem(engine as Engine, options);
+  if (problem) throw invalidArgument(problem);
   // What the mounter will check once the FUSE mount exists, checked now.
   for (const arg of renderArgs(options)) {
     const problem = mountArgProblem(arg);
@@ -215,7 +286,8 @@ export function validatePublish(
     readOnlyVolume,
     readOnlyTarget: readOnlyVolume || req.readonly === true,
     authenticationSource: auth,
-    engine: engine as Engine | undefined,
+    engine: engine as Engine,
+    cache,
     fsGroup,
     options,
   };

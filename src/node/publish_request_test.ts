@@ -157,6 +157,12 @@ const SAMPLE_VALUES: Record<string, string> = {
   "aws-max-attempts": "3",
 };
 
+/** Options that mount-s3 takes only together with another one. */
+const COMPANIONS: Record<string, string[]> = {
+  "max-cache-size": ["cache=/tmp/cache"],
+  "sse-kms-key-id": ["sse=aws:kms"],
+};
+
 Deno.test("validatePublish(): every allowed option renders to an argument the mounter accepts", () => {
   for (const [name, spec] of Object.entries(ALLOWED_OPTIONS)) {
     const flag = spec.value ? `${name}=${SAMPLE_VALUES[name]}` : name;
@@ -164,7 +170,7 @@ Deno.test("validatePublish(): every allowed option renders to an argument the mo
     const p = validatePublish(
       req({
         volumeCapability: {
-          mount: { mountFlags: [flag] },
+          mount: { mountFlags: [flag, ...(COMPANIONS[name] ?? [])] },
           accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
         },
       }),
@@ -191,4 +197,139 @@ Deno.test("validatePublish(): a newline in an option is refused before anything 
       flag,
     );
   }
+});
+
+function withFlags(
+  mountFlags: string[],
+  context: Record<string, string> = {},
+): NodePublishVolumeRequest {
+  return req({
+    volumeCapability: { mount: { mountFlags }, accessMode: { mode: "MULTI_NODE_MULTI_WRITER" } },
+    volumeContext: { bucketName: "bucket-1", "csi.storage.k8s.io/pod.uid": "uid-1", ...context },
+  });
+}
+
+function refuses(r: NodePublishVolumeRequest, re: RegExp, defaultEngine?: "mount-s3" | "rclone") {
+  assert.throws(
+    () => validatePublish(r, ROOT, defaultEngine),
+    (e: unknown) => e instanceof CsiError && e.code === 3 && re.test(e.message),
+  );
+}
+
+Deno.test("validatePublish(): the engine is the volume's, else the node's default, else mount-s3", () => {
+  assert.equal(validatePublish(req(), ROOT).engine, "mount-s3");
+  const rcloneVolume = withFlags(["allow-delete", "allow-overwrite"]);
+  assert.equal(validatePublish(rcloneVolume, ROOT, "rclone").engine, "rclone");
+  assert.equal(
+    validatePublish(withFlags(["allow-delete"], { engine: "mount-s3" }), ROOT, "rclone").engine,
+    "mount-s3",
+  );
+  refuses(withFlags([], { engine: "goofys" }), /Unknown engine "goofys"/);
+});
+
+Deno.test("validatePublish(): rclone never silently weaker: refused before anything is mounted", () => {
+  for (
+    const [flags, re] of [
+      [["allow-delete"], /rclone engine cannot refuse overwrites.*allow-overwrite/],
+      [["allow-overwrite"], /rclone engine cannot refuse deletes.*allow-delete/],
+      [[], /rclone engine cannot refuse deletes or overwrites/],
+      [["allow-delete", "allow-overwrite", "negative-metadata-ttl=5"], /"negative-metadata-ttl=5"/],
+      [["allow-delete", "allow-overwrite", "aws-max-attempts=3"], /"aws-max-attempts=3"/],
+      [["allow-delete", "allow-overwrite", "upload-checksums=crc32c"], /only "off"/],
+    ] as const
+  ) {
+    refuses(withFlags([...flags], { engine: "rclone" }), re);
+    refuses(withFlags([...flags]), re, "rclone");
+  }
+  // Read-only volumes and volumes allowing both are fine.
+  validatePublish(withFlags(["read-only"], { engine: "rclone" }), ROOT);
+  validatePublish(
+    req({
+      volumeCapability: {
+        mount: { mountFlags: [] },
+        accessMode: { mode: "MULTI_NODE_READER_ONLY" },
+      },
+      volumeContext: { bucketName: "b-1", engine: "rclone" },
+    }),
+    ROOT,
+  );
+  validatePublish(withFlags(["allow-delete", "allow-overwrite"], { engine: "rclone" }), ROOT);
+});
+
+Deno.test("validatePublish(): option values and combinations mount-s3 refuses are refused here", () => {
+  for (
+    const [flags, re] of [
+      [["aws-max-attempts=0"], /aws-max-attempts=0.*from 1 to 100/],
+      [["aws-max-attempts=101"], /from 1 to 100/],
+      [["part-size=1048576"], /from 5242880 \(5 MiB\)/],
+      [["write-part-size=6000000000"], /to 5368709120/],
+      [["max-threads=0"], /from 1 to 4096/],
+      [["maximum-throughput-gbps=0"], /positive number/],
+      [["sse-kms-key-id=k1"], /"sse-kms-key-id=k1" needs "sse=aws:kms"/],
+      [["sse=AES256", "sse-kms-key-id=k1"], /the volume has sse=AES256/],
+      [["no-log", "debug"], /"no-log" cannot be combined/],
+      [["max-cache-size=100"], /needs a local cache: set the volume attribute cache/],
+    ] as const
+  ) refuses(withFlags([...flags]), re);
+  validatePublish(withFlags(["sse=aws:kms:dsse", "sse-kms-key-id=k1", "aws-max-attempts=1"]), ROOT);
+});
+
+Deno.test("validatePublish(): a local cache goes to /cache within the emptyDir's limit", () => {
+  const none = validatePublish(req(), ROOT);
+  assert.equal(none.cache, undefined);
+  assert.equal(none.options.has("cache"), false);
+
+  const limited = validatePublish(
+    withFlags(["allow-delete"], { cache: "emptyDir", cacheEmptyDirSizeLimit: "1Gi" }),
+    ROOT,
+  );
+  assert.equal(limited.options.get("cache"), "/cache");
+  assert.equal(limited.options.get("max-cache-size"), "972", "95 % of 1024 MiB");
+  assert.deepEqual(limited.cache, { type: "emptyDir", sizeLimit: "1Gi", sizeLimitBytes: 2 ** 30 });
+
+  const smaller = validatePublish(
+    withFlags(["max-cache-size=100"], { cache: "emptyDir", cacheEmptyDirSizeLimit: "1Gi" }),
+    ROOT,
+  );
+  assert.equal(smaller.options.get("max-cache-size"), "100");
+  const capped = validatePublish(
+    withFlags(["max-cache-size=1000"], { cache: "emptyDir", cacheEmptyDirSizeLimit: "1Gi" }),
+    ROOT,
+  );
+  assert.equal(capped.options.get("max-cache-size"), "972");
+  refuses(
+    withFlags(["max-cache-size=2000"], { cache: "emptyDir", cacheEmptyDirSizeLimit: "1Gi" }),
+    /max-cache-size=2000 \(MiB\) exceeds cacheEmptyDirSizeLimit="1Gi" \(1024 MiB\)/,
+  );
+
+  const ephemeral = validatePublish(
+    withFlags([], {
+      cache: "ephemeral",
+      cacheEphemeralStorageClassName: "local-ssd",
+      cacheEphemeralStorageResourceRequest: "10Gi",
+    }),
+    ROOT,
+  );
+  assert.equal(ephemeral.options.get("cache"), "/cache");
+  assert.equal(ephemeral.options.has("max-cache-size"), false, "the engine keeps 5 % free");
+
+  // The deprecated mount option: an emptyDir without a limit, its path not used.
+  const legacy = validatePublish(withFlags(["cache=/var/cache/x"]), ROOT);
+  assert.equal(legacy.options.get("cache"), "/cache");
+  assert.deepEqual(legacy.cache, { type: "emptyDir", fromMountOption: true });
+
+  for (
+    const [flags, ctx, re] of [
+      [[], { cache: "tmpfs" }, /cache="tmpfs" is not a cache type: use emptyDir or ephemeral/],
+      [["cache=/x"], { cache: "emptyDir" }, /both by the mount option "cache" and the volume/],
+      [[], { cacheEmptyDirSizeLimit: "1Gi" }, /cacheEmptyDirSizeLimit is set but cache is not/],
+      [[], { cache: "emptyDir", cacheEmptyDirSizeLimit: "lots" }, /not a positive size/],
+      [[], { cache: "emptyDir", cacheEmptyDirMedium: "HugePages" }, /Memory \(tmpfs\)/],
+      [[], { cache: "ephemeral" }, /needs both cacheEphemeralStorageClassName/],
+      [[], {
+        cache: "emptyDir",
+        cacheEphemeralStorageClassName: "x",
+      }, /applies to cache: ephemeral, not emptyDir/],
+    ] as const
+  ) refuses(withFlags([...flags], ctx), re);
 });

@@ -26,6 +26,7 @@ import {
 import { Code } from "../csi/errors.ts";
 import { encodeMountMessage, type MountMessage } from "../mppod/mount_message.ts";
 import { MOUNT_ERROR, MOUNT_SOCK, sourceMountDir, sourceMountRoot } from "../mppod/paths.ts";
+import { CACHE_ATTRIBUTES, CACHE_VOLUME_NAME } from "../mppod/cache_volume.ts";
 import type { BucketProbe } from "../s3/bucket_probe.ts";
 import { isErrno } from "../sys/errno.ts";
 import { type DirHandle, type Files, UnsafeEntryError } from "../sys/files.ts";
@@ -109,6 +110,19 @@ export class SupersededError extends Error {
 }
 
 const NEVER = new AbortController().signal;
+
+/**
+ * Proxy variables of the node plugin handed to the engine (the Mountpoint Pod has none of its
+ * own): both spellings, as the engines read either (lower case first).
+ */
+export const PROXY_ENV = [
+  "HTTPS_PROXY",
+  "https_proxy",
+  "HTTP_PROXY",
+  "http_proxy",
+  "NO_PROXY",
+  "no_proxy",
+] as const;
 
 /** The publish/unpublish work of one node. */
 export class Publisher {
@@ -327,6 +341,11 @@ export class Publisher {
     const who = `${ns}/${mpName}`;
     const uid = pod.metadata?.uid;
     if (!uid) throw internal(`Mountpoint Pod ${who} has no UID`);
+    if (p.cache && !pod.spec?.volumes?.some((v) => v.name === CACHE_VOLUME_NAME)) {
+      throw failedPrecondition(
+        `The volume asks for a local cache (${CACHE_ATTRIBUTES.cache}: ${p.cache.type}) but Mountpoint Pod ${who} has no "${CACHE_VOLUME_NAME}" volume: the controller that made it does not know local caches; run the controller of the node plugin's version`,
+      );
+    }
     // a.
     let comm: DirHandle | undefined;
     try {
@@ -538,18 +557,23 @@ export class Publisher {
       `s3-csi-driver/${DRIVER_VERSION} credential-source#${creds.source}`,
     );
     const region = String(options.get("region") ?? this.#o.region);
+    const proxy = PROXY_ENV.flatMap((k) => {
+      const v = this.#o.env(k);
+      return v ? [`${k}=${v}`] : [];
+    });
     const env = [
       ...credentialsEnv(),
       `AWS_REGION=${region}`,
       ...(this.#o.endpoint ? [`AWS_ENDPOINT_URL=${this.#o.endpoint}`] : []),
       ...(attempts !== undefined ? [`AWS_MAX_ATTEMPTS=${attempts}`] : []),
+      ...proxy,
     ].sort();
     return {
       bucketName: p.bucket,
       args: renderArgs(options),
       env,
       volumeId: p.volumeId,
-      ...(p.engine ? { engine: p.engine } : {}),
+      engine: p.engine,
     };
   }
 

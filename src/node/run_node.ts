@@ -21,8 +21,9 @@ import { RestKubeClient } from "../kube/rest_client.ts";
 import { AwsBucketProbe } from "../s3/bucket_probe.ts";
 import { RealFiles } from "../sys/files.ts";
 import { RealSys } from "../sys/sys.ts";
+import type { Engine } from "../mppod/mount_message.ts";
 import type { ParsedConfig } from "../util/config.ts";
-import { errorMessage } from "../util/errors.ts";
+import { ConfigError, errorMessage } from "../util/errors.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
@@ -64,7 +65,19 @@ export async function runNode(
   const health = new HealthChecker(files, { timeoutMs: 3000 });
   const unmounter = new Unmounter({ sys, files, pods, locks, health, kubeletRoot });
   const metrics = new PromNodeMetrics({ sys, health, kubeletRoot });
-  const probe = config["bucket-check"] ? new AwsBucketProbe() : undefined;
+  let caBundlePem: string | undefined;
+  const caPath = config["s3-ca-bundle"];
+  if (caPath) {
+    try {
+      caBundlePem = await Deno.readTextFile(caPath);
+    } catch (err) {
+      throw new ConfigError(`--s3-ca-bundle / AWS_CA_BUNDLE: ${errorMessage(err)}`);
+    }
+    if (!caBundlePem.includes("-----BEGIN CERTIFICATE-----")) {
+      throw new ConfigError(`--s3-ca-bundle / AWS_CA_BUNDLE: "${caPath}" holds no PEM certificate`);
+    }
+  }
+  const probe = config["bucket-check"] ? new AwsBucketProbe({ caBundlePem }) : undefined;
   probe?.warm().catch(() => {});
   const publisher = new Publisher({
     sys,
@@ -91,6 +104,7 @@ export async function runNode(
       node: new NodeService({
         nodeId: nodeName,
         kubeletRoot,
+        defaultEngine: config["default-engine"] as Engine, // checked by the flag's choices
         publisher,
         sys,
         files,

@@ -6,7 +6,10 @@
 import type { OptionSpecs } from "../util/config.ts";
 import { COMM_DIR, WORK_DIR } from "../mppod/paths.ts";
 
-/** Engine choices: `auto` picks mount-s3 when it is on PATH, else rclone. */
+/**
+ * Engine choices for messages that name no engine (the node plugin always names one): `auto`
+ * picks mount-s3 when it is on PATH, else rclone (which refuses options it cannot honour).
+ */
 export const ENGINE_CHOICES = ["auto", "mount-s3", "rclone"] as const;
 
 /** Mounter settings. */
@@ -30,6 +33,26 @@ export const MOUNTER_OPTIONS = {
       v: string,
     ) => (v.startsWith("/") ? undefined : `must be an absolute path, got "${v}"`),
   },
+  "cache-dir": {
+    type: "string",
+    env: "MOUNTER_CACHE_DIR",
+    default: "",
+    description:
+      "The Mountpoint Pod's cache volume: a volume asking for a local cache gets the engine's cache here (none: such a volume is refused). Never inside the comm dir",
+    validate: (
+      v: string,
+    ) => (v === "" || v.startsWith("/") ? undefined : `must be an absolute path, got "${v}"`),
+  },
+  "ca-bundle": {
+    type: "string",
+    env: "MOUNTER_CA_BUNDLE",
+    default: "",
+    description:
+      "PEM file of the CAs the engine trusts for S3 (the Mountpoint Pod's custom CA); the system's when empty",
+    validate: (
+      v: string,
+    ) => (v === "" || v.startsWith("/") ? undefined : `must be an absolute path, got "${v}"`),
+  },
   "receive-timeout": {
     type: "duration",
     env: "MOUNTER_RECEIVE_TIMEOUT",
@@ -46,8 +69,9 @@ export const MOUNTER_OPTIONS = {
   engine: {
     type: "string",
     env: "MOUNTER_ENGINE",
-    default: "auto",
+    default: "mount-s3",
     choices: ENGINE_CHOICES,
-    description: "FUSE engine to run (a volume may override it)",
+    description:
+      "FUSE engine for a mount message that names none (the node plugin names the volume's engine)",
   },
 } as const satisfies OptionSpecs;

@@ -8,6 +8,7 @@ import { endpointProblem } from "../csi/endpoint.ts";
 import type { OptionSpecs } from "../util/config.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
 import { DEFAULT_KUBELET_ROOT } from "../mppod/paths.ts";
+import { DEFAULT_ENGINE, ENGINES } from "../mppod/mount_message.ts";
 
 function absolutePath(value: string): string | undefined {
   return value.startsWith("/") ? undefined : `must be an absolute path, got "${value}"`;
@@ -57,6 +58,21 @@ export const NODE_OPTIONS = {
     env: "AWS_REGION",
     default: "us-east-1",
     description: "Default S3 region (a volume's region option overrides it)",
+  },
+  "s3-ca-bundle": {
+    type: "string",
+    env: "AWS_CA_BUNDLE",
+    default: "",
+    description:
+      "PEM file of extra CA certificates trusted for the S3 endpoint by the bucket check (the engines get the Mountpoint Pod's own CA)",
+  },
+  "default-engine": {
+    type: "string",
+    env: "DEFAULT_ENGINE",
+    default: DEFAULT_ENGINE,
+    choices: ENGINES,
+    description:
+      "FUSE engine of volumes that name none (volume attribute engine): mount-s3, or rclone (which refuses writable volumes without allow-delete and allow-overwrite)",
   },
   "attachment-timeout": {
     type: "duration",

@@ -143,6 +143,7 @@ export class ControllerService implements Partial<ControllerHandlers> {
     if (ref.prefix) volumeContext[VOLUME_CONTEXT.prefix] = ref.prefix;
     if (params.region) volumeContext[VOLUME_CONTEXT.region] = params.region;
     if (params.engine) volumeContext[VOLUME_CONTEXT.engine] = params.engine;
+    Object.assign(volumeContext, params.passthrough);
     this.#log.info("Volume {name} is {volumeId}", { name, volumeId });
     return { volume: { volumeId, capacityBytes: capacity, volumeContext } };
   }
@@ -264,6 +265,12 @@ function fingerprint(
   authenticationSource: string,
   params: VolumeParams,
 ): string {
-  const text = JSON.stringify([volumeId, capacity, authenticationSource, params.engine ?? ""]);
+  const text = JSON.stringify([
+    volumeId,
+    capacity,
+    authenticationSource,
+    params.engine ?? "",
+    ...(Object.keys(params.passthrough).length ? [params.passthrough] : []),
+  ]);
   return createHash("sha256").update(text).digest("hex").slice(0, 16);
 }

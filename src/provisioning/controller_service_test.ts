@@ -104,6 +104,16 @@ Deno.test("CreateVolume never takes over a bucket it did not create", async () =
   assert.equal(s3.buckets.get("pvc-interrupted")!.tags[TAG.volumeName], "pvc-interrupted");
 });
 
+Deno.test("the cache parameters reach the volume context (the node and the controller read them)", async () => {
+  const { svc } = setup();
+  const v = await svc.createVolume(req({
+    parameters: { cache: "emptyDir", cacheEmptyDirSizeLimit: "1Gi", cacheEmptyDirMedium: "Memory" },
+  }));
+  assert.equal(v.volume?.volumeContext?.cache, "emptyDir");
+  assert.equal(v.volume?.volumeContext?.cacheEmptyDirSizeLimit, "1Gi");
+  assert.equal(v.volume?.volumeContext?.cacheEmptyDirMedium, "Memory");
+});
+
 Deno.test("prefix mode: no new bucket, a marker at the prefix, scoped volume context", async () => {
   const { s3, svc } = setup();
   s3.addBucket("shared", "DRIVERKEY");

@@ -67,6 +67,9 @@ Deno.test("parameters: defaults, modes and refusals", () => {
     csiProvisionerSecretName: "x",
   });
   assert.deepEqual([extra.pvcName, extra.pvcNamespace], ["data", "ns"]);
+  // The local cache attributes pass through to the volume context, checked.
+  const cached = parseParameters({ cache: "emptyDir", cacheEmptyDirSizeLimit: "2Gi" });
+  assert.deepEqual(cached.passthrough, { cache: "emptyDir", cacheEmptyDirSizeLimit: "2Gi" });
   const bad: [Record<string, string>, RegExp][] = [
     [{ deletepolicy: "retain" }, /Unknown StorageClass parameter.*"deletepolicy"/],
     [{ mode: "object" }, /mode: "object" is not one of bucket, prefix/],
@@ -80,6 +83,9 @@ Deno.test("parameters: defaults, modes and refusals", () => {
     [{ region: "Not A Region" }, /region "Not A Region"/],
     [{ authenticationSource: "pod" }, /authenticationSource: "pod"/],
     [{ engine: "goofys" }, /engine: "goofys"/],
+    [{ cache: "tmpfs" }, /parameter cache="tmpfs" is not a cache type/],
+    [{ cacheEmptyDirSizeLimit: "1Gi" }, /cacheEmptyDirSizeLimit is set but cache is not/],
+    [{ cache: "ephemeral" }, /needs both cacheEphemeralStorageClassName/],
   ];
   for (const [params, re] of bad) {
     let err: CsiError | undefined;

@@ -10,6 +10,7 @@
  */
 import { invalidArgument } from "../csi/errors.ts";
 import { ENGINES } from "../mppod/mount_message.ts";
+import { CACHE_ATTRIBUTES, CacheConfigError, parseCacheConfig } from "../mppod/cache_volume.ts";
 import { bucketNamePrefixProblem, bucketNameProblem } from "./bucket_naming.ts";
 
 /** StorageClass parameter names. */
@@ -22,7 +23,15 @@ export const PARAM = {
   region: "region",
   authenticationSource: "authenticationSource",
   engine: "engine",
+  cache: CACHE_ATTRIBUTES.cache,
+  cacheEmptyDirSizeLimit: CACHE_ATTRIBUTES.emptyDirSizeLimit,
+  cacheEmptyDirMedium: CACHE_ATTRIBUTES.emptyDirMedium,
+  cacheEphemeralStorageClassName: CACHE_ATTRIBUTES.ephemeralStorageClassName,
+  cacheEphemeralStorageResourceRequest: CACHE_ATTRIBUTES.ephemeralStorageResourceRequest,
 } as const;
+
+/** Parameters passed to the volume context as they are (the local cache of the volume). */
+export const PASSTHROUGH: readonly string[] = Object.values(CACHE_ATTRIBUTES);
 
 /** Keys `csi-provisioner --extra-create-metadata` adds; recorded as bucket tags. */
 export const EXTRA_METADATA = {
@@ -78,6 +87,8 @@ export interface VolumeParams {
   readonly authenticationSource: "driver" | "secret" | undefined;
   /** FUSE engine for the node. */
   readonly engine: string | undefined;
+  /** Volume attributes copied to the volume context (the local cache), checked. */
+  readonly passthrough: Readonly<Record<string, string>>;
   /** From `--extra-create-metadata`. */
   readonly pvcName: string | undefined;
   /** From `--extra-create-metadata`. */
@@ -178,6 +189,18 @@ export function parseParameters(
     : oneOf(PARAM.authenticationSource, auth, ["driver", "secret"] as const);
   const engine = p[PARAM.engine] || undefined;
   if (engine !== undefined) oneOf(PARAM.engine, engine, ENGINES);
+  const passthrough: Record<string, string> = {};
+  for (const k of PASSTHROUGH) if (p[k]) passthrough[k] = p[k];
+  try {
+    parseCacheConfig(passthrough, false);
+  } catch (err) {
+    if (err instanceof CacheConfigError) {
+      throw invalidArgument(
+        `StorageClass parameters: ${err.message.replace(/Volume attribute/g, "parameter")}`,
+      );
+    }
+    throw err;
+  }
   return {
     mode,
     bucketName,
@@ -187,6 +210,7 @@ export function parseParameters(
     region,
     authenticationSource,
     engine,
+    passthrough,
     pvcName: p[EXTRA_METADATA.pvcName] || undefined,
     pvcNamespace: p[EXTRA_METADATA.pvcNamespace] || undefined,
   };

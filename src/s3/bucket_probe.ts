@@ -59,17 +59,45 @@ export function classifyProbeError(err: unknown): ProbeResult {
   return { ok: false, reason: "other", message: `HTTP ${status}: ${message}` };
 }
 
-/** {@link BucketProbe} with `@aws-sdk/client-s3`. */
+/** Connection settings of {@link AwsBucketProbe}. */
+export interface AwsBucketProbeOptions {
+  /** PEM text of extra trusted CA certificates (a private CA of the S3 endpoint). */
+  readonly caBundlePem?: string | undefined;
+}
+
+/**
+ * {@link BucketProbe} with `@aws-sdk/client-s3` over Deno's `fetch` with its own HTTP client,
+ * which carries the CA bundle (the SDK reads no `AWS_CA_BUNDLE`); proxies come from the standard
+ * `HTTP(S)_PROXY`/`NO_PROXY` variables, as for the engines.
+ */
 export class AwsBucketProbe implements BucketProbe {
+  readonly #options: AwsBucketProbeOptions;
+  #http: Deno.HttpClient | undefined;
+
+  /** Create a probe; nothing is loaded or connected before the first probe. */
+  constructor(options: AwsBucketProbeOptions = {}) {
+    this.#options = options;
+  }
+
   /** Load the SDK now (a few hundred ms), so the first publish does not pay for it. */
   async warm(): Promise<void> {
-    await import("@aws-sdk/client-s3");
+    await Promise.all([import("@aws-sdk/client-s3"), import("@smithy/fetch-http-handler")]);
   }
 
   /** {@inheritDoc BucketProbe.probe} */
   async probe(target: ProbeTarget, timeoutMs: number): Promise<ProbeResult> {
-    const { S3Client, HeadBucketCommand } = await import("@aws-sdk/client-s3");
+    const [{ S3Client, HeadBucketCommand }, { FetchHttpHandler }] = await Promise.all([
+      import("@aws-sdk/client-s3"),
+      import("@smithy/fetch-http-handler"),
+    ]);
+    const ca = this.#options.caBundlePem;
+    this.#http ??= Deno.createHttpClient(ca ? { caCerts: [ca] } : {});
+    const http = this.#http;
     const client = new S3Client({
+      requestHandler: new FetchHttpHandler({
+        requestTimeout: timeoutMs,
+        requestInit: () => ({ client: http }) as RequestInit,
+      }),
       region: target.region,
       ...(target.endpoint ? { endpoint: target.endpoint } : {}),
       forcePathStyle: target.forcePathStyle,

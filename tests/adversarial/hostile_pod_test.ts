@@ -322,7 +322,7 @@ adversarialTest(
     const t = await publishTarget(h, mp.name, "pv-p", "uid-p");
     await h.csi.node.nodePublishVolume(h.publishRequest("uid-p", "pv-p", {
       volumeCapability: {
-        mount: { mountFlags: ["allow-delete", "uid=1000", "gid=1000"] },
+        mount: { mountFlags: ["allow-delete", "allow-overwrite", "uid=1000", "gid=1000"] },
         accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
       },
     }));

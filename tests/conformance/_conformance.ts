@@ -146,7 +146,9 @@ async function listDir(path: string): Promise<string[]> {
 export async function runConformance(o: ConformanceOptions): Promise<ConformanceResult> {
   const t0 = performance.now();
   const problems: string[] = [];
-  await using h = await startHarness();
+  // mount-s3 on RGW: csi-sanity only mounts, lists and unmounts (Mountpoint's reads and listings
+  // work on RGW; its writes do not, and rclone cannot serve volumes without allow-delete).
+  await using h = await startHarness({ defaultEngine: "mount-s3" });
   const root = h.root;
   // Kubelet's pods dir exists before any pod: the hooks must not create it 0750 (the mounter runs
   // as uid 1000 and reaches its comm dir through it).

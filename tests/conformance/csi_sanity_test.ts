@@ -60,7 +60,7 @@ function mounterSourceProblem(): string | undefined {
 }
 
 function register(): Promise<void> | void {
-  const reason = skipReason() ?? mounterSourceProblem();
+  const reason = skipReason({ defaultEngine: "mount-s3" }) ?? mounterSourceProblem();
   if (reason) return skipAll(reason);
   return csiSanityBinary().then(async (bin) => {
     if ("skip" in bin) return skipAll(bin.skip);

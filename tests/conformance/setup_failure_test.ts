@@ -1,13 +1,13 @@
 /**
  * The tier cleans up after itself when its own setup fails: here the controller's API emulator
- * does not start. Needs what the node harness needs (root, FUSE, rclone, setpriv, RGW); not
+ * does not start. Needs what the node harness needs (root, FUSE, mount-s3, setpriv, RGW); not
  * csi-sanity, which is never reached.
  */
 import assert from "node:assert/strict";
 import { skipReason } from "../node/_harness.ts";
 import { ConformanceError, runConformance } from "./_conformance.ts";
 
-const reason = skipReason();
+const reason = skipReason({ defaultEngine: "mount-s3" });
 if (reason) Deno.stderr.writeSync(new TextEncoder().encode(`SKIP conformance setup: ${reason}\n`));
 
 Deno.test({

@@ -503,7 +503,14 @@ export async function withSandbox(
   const stop = new AbortController();
   const out: string[] = [];
   const env = new SandboxEnv(
-    { dir, nodes: opts.nodes ?? 1, s3: "rgw", signal: stop.signal, withoutController: true },
+    {
+      dir,
+      nodes: opts.nodes ?? 1,
+      s3: "rgw",
+      engine: "rclone",
+      signal: stop.signal,
+      withoutController: true,
+    },
     new StepReporter((t) => out.push(t)),
   );
   const e = new E2E(env, dir);

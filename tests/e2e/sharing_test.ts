@@ -15,7 +15,10 @@ e2eTest("e2e: Mountpoint Pod sharing and separation", 1, async (e, t) => {
       const vol = `share-${unique()}`;
       const vol2 = `share-opts-${unique()}`;
       await e.staticVolume(vol, { bucket });
-      await e.staticVolume(vol2, { bucket, mountOptions: ["allow-delete"] });
+      await e.staticVolume(vol2, {
+        bucket,
+        mountOptions: ["allow-delete", "allow-overwrite", "region us-east-1"],
+      });
       const names: string[] = [];
       const start = async (prefix: string, claim: string, script: string, fsGroup = 1000) => {
         const pod = await e.pod({

@@ -50,7 +50,7 @@ e2eTest("e2e: full teardown leaves nothing behind", 2, async (e, t) => {
         provisioner: "s3.csi.scality.com",
         reclaimPolicy: "Delete",
         volumeBindingMode: "Immediate",
-        mountOptions: ["allow-delete"],
+        mountOptions: ["allow-delete", "allow-overwrite"],
         parameters: { deletePolicy: "delete-all" },
       } as KubeObject);
       const vDyn = `td-dyn-${unique()}`;

@@ -1,13 +1,13 @@
 /**
  * Our mount-s3 against an HTTPS S3 endpoint whose certificate a private CA signed (works only
  * with `AWS_CA_BUNDLE`), and through an HTTP proxy from the environment (CONNECT tunnels for https
- * endpoints, forwarding for http ones), counted by a small proxy in this test.
+ * endpoints, forwarding for http ones), counted by a small proxy (`_counting_proxy.ts`).
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
-import { connect, createServer, type Server as NetServer, type Socket } from "node:net";
+import { startProxy } from "./_counting_proxy.ts";
 import {
   assertNoLeftoverMounts,
   engineEnv,
@@ -36,103 +36,6 @@ function opensslReason(): string | undefined {
   } catch {
     return "needs openssl (apt-get install openssl)";
   }
-}
-
-/** What the proxy saw. */
-interface ProxyLog {
-  /** `host:port` of each CONNECT. */
-  connects: string[];
-  /** Absolute URIs of forwarded requests. */
-  forwards: string[];
-}
-
-/**
- * A tiny HTTP proxy on 127.0.0.1: CONNECT tunnels, and forwarding of absolute-form requests
- * (rewritten to origin-form, one request after the other per connection, bodies by
- * Content-Length).
- */
-async function startProxy(): Promise<{ url: string; log: ProxyLog } & AsyncDisposable> {
-  const log: ProxyLog = { connects: [], forwards: [] };
-  const sockets = new Set<Socket>();
-  const track = (s: Socket) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-    s.on("error", () => s.destroy());
-  };
-  const server: NetServer = createServer((client) => {
-    track(client);
-    let buffer = Buffer.alloc(0);
-    let upstream: Socket | undefined;
-    let bodyLeft = 0;
-    let tunnel = false;
-    const pump = () => {
-      while (!tunnel) {
-        if (bodyLeft > 0) {
-          if (buffer.length === 0) return;
-          const n = Math.min(bodyLeft, buffer.length);
-          upstream!.write(buffer.subarray(0, n));
-          buffer = buffer.subarray(n);
-          bodyLeft -= n;
-          continue;
-        }
-        const end = buffer.indexOf("\r\n\r\n");
-        if (end < 0) return;
-        const head = buffer.subarray(0, end).toString("latin1");
-        buffer = buffer.subarray(end + 4);
-        const [requestLine, ...headers] = head.split("\r\n");
-        const [method, target, version] = requestLine!.split(" ");
-        if (method === "CONNECT") {
-          tunnel = true;
-          log.connects.push(target!);
-          const [host, port] = target!.split(":");
-          const pending = buffer;
-          buffer = Buffer.alloc(0);
-          const up = connect(Number(port), host!, () => {
-            client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-            if (pending.length) up.write(pending);
-            client.pipe(up);
-            up.pipe(client);
-          });
-          track(up);
-          up.on("close", () => client.destroy());
-          client.on("close", () => up.destroy());
-          return;
-        }
-        const url = new URL(target!);
-        log.forwards.push(target!);
-        if (!upstream) {
-          const up = connect(Number(url.port || 80), url.hostname);
-          upstream = up;
-          track(up);
-          up.on("close", () => client.destroy());
-          client.on("close", () => up.destroy());
-          up.pipe(client);
-        }
-        const length = headers.find((h) => /^content-length:/i.test(h));
-        bodyLeft = length ? Number(length.split(":")[1]!.trim()) : 0;
-        const kept = headers.filter((h) => !/^proxy-/i.test(h));
-        upstream.write(
-          `${method} ${url.pathname}${url.search} ${version}\r\n${kept.join("\r\n")}\r\n\r\n`,
-        );
-      }
-    };
-    const onData = (chunk: Buffer) => {
-      buffer = Buffer.concat([buffer, chunk]);
-      pump();
-      if (tunnel) client.off("data", onData); // the tunnel pipes from here on
-    };
-    client.on("data", onData);
-  });
-  const port = await freePort();
-  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${port}`,
-    log,
-    [Symbol.asyncDispose]: async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
 }
 
 /** Read an SDK upload and write a 5 MiB+1 file through the mount, checked with the SDK. */

@@ -24,6 +24,8 @@ import {
   type Harness,
   MOUNTER_ENV,
   mounterArgs,
+  mounterEnvWithEngine,
+  type S3Choice,
   skipReason,
   startHarness,
 } from "../node/_harness.ts";
@@ -45,9 +47,14 @@ export function report(line: string): void {
   Deno.stderr.writeSync(new TextEncoder().encode(`FAULT ${line}\n`));
 }
 
-/** Why the fault tests cannot run here. */
-export function faultSkipReason(): string | undefined {
-  return skipReason() ??
+/** The mounter's environment in a harness (our mount-s3 on PATH when that is the engine). */
+export function mounterEnvOf(h: Harness): Record<string, string> {
+  return h.defaultEngine === "mount-s3" ? mounterEnvWithEngine() : MOUNTER_ENV;
+}
+
+/** Why the fault tests cannot run here (on the S3 server `s3`). */
+export function faultSkipReason(s3: S3Choice = "rgw"): string | undefined {
+  return skipReason({ s3 }) ??
     (commandExists("unshare") ? undefined : "needs unshare (util-linux)") ??
     (commandExists("ss") ? undefined : "needs ss (iproute2)");
 }
@@ -68,13 +75,16 @@ export class Children {
 
 /**
  * A node fault test: its own harness and bucket; at the end (even on failure) children killed,
- * harness disposed, then no mount under the kubelet root, no rclone serving the bucket, no bucket.
+ * harness disposed, then no mount under the kubelet root, no engine serving the bucket, no bucket
+ * (on RGW; a versitygw of the harness is purged with it). `s3`: the harness's server, and so its
+ * engine (RGW: rclone; versitygw: mount-s3).
  */
 export function faultTest(
   name: string,
   fn: (h: Harness, children: Children) => Promise<void>,
+  options: { s3?: S3Choice } = {},
 ): void {
-  const reason = faultSkipReason();
+  const reason = faultSkipReason(options.s3);
   if (reason) Deno.stderr.writeSync(new TextEncoder().encode(`SKIP ${name}: ${reason}\n`));
   Deno.test({
     name: reason ? `${name} (skipped: ${reason})` : name,
@@ -82,7 +92,10 @@ export function faultTest(
     sanitizeResources: false,
     sanitizeOps: false,
     async fn() {
-      const h = await startHarness({ bucket: `faults-${crypto.randomUUID().slice(0, 8)}` });
+      const h = await startHarness({
+        bucket: `faults-${crypto.randomUUID().slice(0, 8)}`,
+        ...(options.s3 ? { s3: options.s3 } : {}),
+      });
       const children = new Children();
       let failure: unknown;
       try {
@@ -117,7 +130,7 @@ export function faultTest(
           leaks.push(`engine processes left: ${engines.join(", ")}`);
           for (const pid of engines) Deno.kill(pid, "SIGKILL");
         }
-        if (await bucketExists(s3, h.bucket)) {
+        if (h.s3Server === "rgw" && await bucketExists(s3, h.bucket)) {
           // The harness's delete failed (e.g. an upload aborted by the fault): retry once here.
           await abortUploads(s3, h.bucket).catch(() => {});
           await emptyAndDeleteBucket(s3, h.bucket).catch((e) =>
@@ -133,10 +146,17 @@ export function faultTest(
   });
 }
 
-/** Pids of processes still mentioning the bucket (rclone's `s3:<bucket>` argument). */
+/**
+ * Pids of engines still serving the bucket (rclone's `s3:<bucket>` argument, mount-s3's
+ * `mount-s3 <bucket> /dev/fd/N`).
+ */
 async function strays(bucket: string): Promise<number[]> {
-  const r = await runToEnd("pgrep", ["-f", `s3:${bucket}`]);
-  return r.stdout.split("\n").filter(Boolean).map(Number);
+  const pids = new Set<number>();
+  for (const pattern of [`s3:${bucket}`, `mount-s3 ${bucket} /dev/fd/`]) {
+    const r = await runToEnd("pgrep", ["-f", pattern]);
+    for (const p of r.stdout.split("\n").filter(Boolean)) pids.add(Number(p));
+  }
+  return [...pids];
 }
 
 async function bucketExists(s3: S3Client, bucket: string): Promise<boolean> {

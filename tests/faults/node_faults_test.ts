@@ -1,10 +1,12 @@
 /**
- * Node-level fault injection on the real kernel (FUSE), real RGW and the real binaries (root):
+ * Node-level fault injection on the real kernel (FUSE), real S3 (RGW; versitygw for mount-s3) and
+ * the real binaries (root):
  *
- * 1. the FUSE engine (rclone) is SIGKILLed while a workload reads, then while one writes: the
- *    workload gets an error (no hang), NodeGetVolumeStats reports abnormal, the mounter exits
- *    non-zero with `mount.error`; after the mounter restarts a republish repairs the volume (and a
- *    republish that arrives before the restart waits for the new mounter);
+ * 1. the FUSE engine is SIGKILLed while a workload reads, then while one writes — rclone on RGW,
+ *    and our mount-s3 on versitygw, the same checks: the workload gets an error (no hang),
+ *    NodeGetVolumeStats reports abnormal, the mounter exits non-zero with `mount.error`; after the
+ *    mounter restarts a republish repairs the volume (and a republish that arrives before the
+ *    restart waits for the new mounter);
  * 2. the mounter itself (PID 1 of its PID namespace, as in its container) is SIGKILLed while a
  *    workload writes and another reads: same detection and recovery, the republish arriving
  *    before the container restarts;
@@ -35,6 +37,7 @@ import {
 import {
   assertInS3,
   faultTest,
+  mounterEnvOf,
   publishInChild,
   putObject,
   report,
@@ -51,9 +54,9 @@ import {
 const WORKLOAD_ERROR = /Transport endpoint is not connected|Input\/output error|connection abort/i;
 const BIG = 48 << 20;
 
-async function enginePid(mounterPid: number): Promise<number> {
-  return await waitFor("the rclone process", async () => {
-    const r = await runToEnd("pgrep", ["-P", String(mounterPid), "rclone"]);
+async function enginePid(mounterPid: number, engine = "rclone"): Promise<number> {
+  return await waitFor(`the ${engine} process`, async () => {
+    const r = await runToEnd("pgrep", ["-P", String(mounterPid), "-x", engine]);
     return Number(r.stdout.trim().split("\n")[0]) || undefined;
   }, { timeoutMs: 20_000 });
 }
@@ -121,66 +124,70 @@ async function assertRepaired(
   assert.equal(dead.length, 2, `the dead mounts are gone: ${dead.map((m) => m.mountPoint)}`);
 }
 
-faultTest(
-  "engine killed during reads, then during writes: workload error, abnormal stats, mount.error, republish repairs, closed files in S3",
-  async (h, children) => {
-    const mp = await h.mountpointPod("mp-engine");
-    const pv = "pv-e";
-    const t = await publishVolume(h, mp, pv, "uid-e");
-    await putObject(h.s3, h.bucket, "big.bin", BIG);
-    let seed = 1;
-    for (const phase of ["read", "write"] as const) {
-      const closed = await writeClosedFiles(t, {
-        [`${phase}-small.txt`]: 1000,
-        [`${phase}-3m.bin`]: 3 << 20,
-        [`${phase}-9m.bin`]: 9 << 20,
-      }, seed++);
-      const w = children.add(
-        phase === "read" ? slowReader(`${t}/big.bin`) : slowWriter(`${t}/${phase}-open.bin`),
-      );
-      await waitProgress(w, 3, `the ${phase}r`);
-      const engine = await enginePid(mp.mounter.child.pid);
-      const killedAt = performance.now();
-      Deno.kill(engine, "SIGKILL");
-      const exit = await waitExit(w, 20_000);
-      assert.notEqual(exit.code, 0, `the ${phase}r fails`);
-      assert.match(exit.stderr, WORKLOAD_ERROR);
-      const status = await bounded(mp.mounter.child.status, 20_000, "the mounter to exit");
-      assert.notEqual(status.code, 0, "the mounter exits non-zero so its container restarts");
-      assert.match(
-        await Deno.readTextFile(`${mp.commDir}/mount.error`),
-        /rclone was killed by SIGKILL/,
-      );
-      // Even while the kernel still has the root's attributes cached (stat succeeds).
-      const message = await assertAbnormal(h, pv, t);
-      assert.match(message, /does not answer.*not connected/);
-      const detectMs = Math.round(performance.now() - killedAt);
-      await assertInS3(h.s3, h.bucket, closed);
+for (const [engine, s3] of [["rclone", "rgw"], ["mount-s3", "versitygw"]] as const) {
+  faultTest(
+    `engine (${engine} on ${s3}) killed during reads, then during writes: workload error, abnormal stats, mount.error, republish repairs, closed files in S3`,
+    async (h, children) => {
+      assert.equal(h.defaultEngine, engine);
+      const mp = await h.mountpointPod("mp-engine");
+      const pv = "pv-e";
+      const t = await publishVolume(h, mp, pv, "uid-e");
+      await putObject(h.s3, h.bucket, "big.bin", BIG);
+      let seed = 1;
+      for (const phase of ["read", "write"] as const) {
+        const closed = await writeClosedFiles(t, {
+          [`${phase}-small.txt`]: 1000,
+          [`${phase}-3m.bin`]: 3 << 20,
+          [`${phase}-9m.bin`]: 9 << 20,
+        }, seed++);
+        const w = children.add(
+          phase === "read" ? slowReader(`${t}/big.bin`) : slowWriter(`${t}/${phase}-open.bin`),
+        );
+        await waitProgress(w, 3, `the ${phase}r`);
+        const pid = await enginePid(mp.mounter.child.pid, engine);
+        const killedAt = performance.now();
+        Deno.kill(pid, "SIGKILL");
+        const exit = await waitExit(w, 20_000);
+        assert.notEqual(exit.code, 0, `the ${phase}r fails`);
+        assert.match(exit.stderr, WORKLOAD_ERROR);
+        const status = await bounded(mp.mounter.child.status, 20_000, "the mounter to exit");
+        assert.notEqual(status.code, 0, "the mounter exits non-zero so its container restarts");
+        assert.match(
+          await Deno.readTextFile(`${mp.commDir}/mount.error`),
+          new RegExp(`${engine} was killed by SIGKILL`),
+        );
+        // Even while the kernel still has the root's attributes cached (stat succeeds).
+        const message = await assertAbnormal(h, pv, t);
+        assert.match(message, /does not answer.*not connected/);
+        const detectMs = Math.round(performance.now() - killedAt);
+        await assertInS3(h.s3, h.bucket, closed);
 
-      const r0 = performance.now();
-      if (phase === "read") await h.restartMounter(mp);
-      else {
-        // Not h.restartMounter: it waits for mount.sock, which the waiting publish takes (and the
-        // mounter removes) within milliseconds.
-        await republishThenRestart(h, pv, "uid-e", async () => {
-          await mp.mounter.stop("SIGKILL").catch(() => {});
-          mp.mounter = startMounter(mp.commDir);
-        });
+        const r0 = performance.now();
+        if (phase === "read") await h.restartMounter(mp);
+        else {
+          // Not h.restartMounter: it waits for mount.sock, which the waiting publish takes (and the
+          // mounter removes) within milliseconds.
+          await republishThenRestart(h, pv, "uid-e", async () => {
+            await mp.mounter.stop("SIGKILL").catch(() => {});
+            mp.mounter = startMounter(mp.commDir, [], mounterEnvOf(h));
+          });
+        }
+        await assertRepaired(h, pv, "uid-e", closed);
+        const repairMs = Math.round(performance.now() - r0);
+        report(
+          `${engine}-kill-during-${phase}: workload exit ${exit.code} after ${exit.ms} ms ("${
+            exit.stderr.split("\n").at(-1)
+          }"); mounter exit ${status.code}; stats abnormal ${detectMs} ms after the kill; ${
+            phase === "read"
+              ? "mounter restart then republish"
+              : "republish (1 s before the mounter restart)"
+          } ${repairMs} ms; ${closed.size} closed files in S3`,
+        );
       }
-      await assertRepaired(h, pv, "uid-e", closed);
-      const repairMs = Math.round(performance.now() - r0);
-      report(
-        `engine-kill-during-${phase}: workload exit ${exit.code} after ${exit.ms} ms ("${
-          exit.stderr.split("\n").at(-1)
-        }"); mounter exit ${status.code}; stats abnormal ${detectMs} ms after the kill; ${
-          phase === "read"
-            ? "mounter restart then republish"
-            : "republish (1 s before the mounter restart)"
-        } ${repairMs} ms; ${closed.size} closed files in S3`,
-      );
-    }
-  },
-);
+    },
+    { s3 },
+  );
+}
 
 faultTest(
   "mounter killed (PID 1 of its container) during reads and writes: same detection and recovery",

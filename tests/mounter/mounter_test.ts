@@ -53,9 +53,19 @@ const CASES: Case[] = [
   },
   {
     name: "option rclone cannot honour",
-    payload: JSON.stringify({ ...ok, args: ["--maximum-throughput-gbps=10"] }),
+    payload: JSON.stringify({
+      ...ok,
+      engine: "rclone",
+      args: ["--allow-delete", "--allow-overwrite", "--maximum-throughput-gbps=10"],
+    }),
     fds: "fuse",
-    error: /"--maximum-throughput-gbps=10" cannot be translated for rclone/,
+    error: /The rclone engine cannot honour the mount option "maximum-throughput-gbps=10"/,
+  },
+  {
+    name: "rclone volume without allow-overwrite",
+    payload: JSON.stringify({ ...ok, engine: "rclone" }),
+    fds: "fuse",
+    error: /The rclone engine cannot refuse overwrites .* use the mount-s3 engine/,
   },
   {
     name: "bad bucket name",

@@ -2,7 +2,17 @@
  * Harness of the node-plugin process tests: an API emulator with the S3PA CRD, a temporary
  * kubelet root, the node plugin process, Mountpoint Pods played by the real mounter binary
  * running as uid 1000 (setpriv) on `<root>/pods/<uid>/volumes/kubernetes.io~empty-dir/comm`, a
- * CSI client, and an S3 client on the RGW from `tests/testbed/services/s3/rgw_start.sh`.
+ * CSI client, and an S3 client on a real S3 server:
+ *
+ * - `s3: "rgw"` (default): the Ceph RGW of `tests/testbed/services/s3/rgw_start.sh`; the node's
+ *   default engine is `rclone mount2` (Mountpoint's writes fail on RGW 16.2: empty ETag of
+ *   CompleteMultipartUpload), so volumes allow deletes and overwrites;
+ * - `s3: "versitygw"`: a private versitygw per harness (`tests/testbed/services/versitygw/`,
+ *   HTTP, or HTTPS with a private CA), and our `mount-s3` (`scripts/build_engine.sh`, or
+ *   `S3CSI_ENGINE_BIN`) as the default engine, on the mounters' PATH.
+ *
+ * The mounter runs from this checkout as uid 1000: every directory down to it must be readable
+ * by others (a clone under /root is not; run from a copy under /var/tmp), else the tests skip.
  *
  * @module
  */
@@ -31,6 +41,15 @@ import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
 import { ENTRYPOINTS, type Running, spawn, spawnBinary, waitFor } from "../_helpers.ts";
 import { startTcpProxy, type TcpProxy } from "./_tcp_proxy.ts";
+import {
+  engineBin,
+  s3Client,
+  type Server,
+  startVersitygw,
+  versitygwReason,
+} from "../engine/_engine.ts";
+import type { Engine } from "../../src/mppod/mount_message.ts";
+import { CACHE_VOLUME_NAME } from "../../src/mppod/cache_volume.ts";
 
 /** Node name used by the harness. */
 export const NODE = "node-1";
@@ -77,16 +96,38 @@ export function rgwEnv(): Record<string, string> | undefined {
   return undefined;
 }
 
-/** Why the process tests cannot run here. */
-export function skipReason(): string | undefined {
+/** The S3 server of a harness. */
+export type S3Choice = "rgw" | "versitygw";
+
+/** The default engine of a harness on `s3` (see the module doc). */
+export function defaultEngineOf(s3: S3Choice, engine?: Engine): Engine {
+  return engine ?? (s3 === "rgw" ? "rclone" : "mount-s3");
+}
+
+let checkoutReadable: boolean | undefined;
+
+/** Why the process tests cannot run here (with these harness options). */
+export function skipReason(
+  options: { s3?: S3Choice; defaultEngine?: Engine } = {},
+): string | undefined {
+  const s3 = options.s3 ?? "rgw";
   if (Deno.uid() !== 0) return "needs root";
   try {
     Deno.statSync("/dev/fuse");
   } catch {
     return "needs /dev/fuse";
   }
-  if (!commandExists("rclone")) return "needs rclone (apt-get install rclone)";
   if (!commandExists("setpriv")) return "needs setpriv (util-linux)";
+  checkoutReadable ??= readableByOthersSync(ENTRYPOINTS.mounter);
+  if (!checkoutReadable) {
+    return `the mounter runs as uid ${MP_UID} from this checkout, which that user cannot read (${ENTRYPOINTS.mounter}): run the tests from a copy others can read, e.g. git worktree add /var/tmp/<name>`;
+  }
+  const engine = defaultEngineOf(s3, options.defaultEngine);
+  if (engine === "rclone" && !commandExists("rclone")) {
+    return "needs rclone (apt-get install rclone)";
+  }
+  if (engine === "mount-s3" && engineBin().reason) return engineBin().reason;
+  if (s3 === "versitygw") return versitygwReason();
   if (!rgwEnv()) {
     return `needs RGW: run tests/testbed/services/s3/rgw_start.sh (no env file in ${
       RGW_ENVS.join(", ")
@@ -95,9 +136,25 @@ export function skipReason(): string | undefined {
   return undefined;
 }
 
+function readableByOthersSync(path: string): boolean {
+  try {
+    if ((Deno.statSync(path).mode! & 0o004) === 0) return false;
+    for (let dir = path.replace(/\/[^/]*$/, ""); dir; dir = dir.replace(/\/[^/]*$/, "")) {
+      if ((Deno.statSync(dir).mode! & 0o001) === 0) return false;
+    }
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** `Deno.test` skipped with a printed reason. */
-export function nodeTest(name: string, fn: (t: Deno.TestContext) => Promise<void>): void {
-  const reason = skipReason();
+export function nodeTest(
+  name: string,
+  fn: (t: Deno.TestContext) => Promise<void>,
+  options: { s3?: S3Choice; defaultEngine?: Engine } = {},
+): void {
+  const reason = skipReason(options);
   if (reason) Deno.stderr.writeSync(new TextEncoder().encode(`SKIP ${name}: ${reason}\n`));
   Deno.test({
     name: reason ? `${name} (skipped: ${reason})` : name,
@@ -126,6 +183,14 @@ export function ensureWorkDir(commDir: string): void {
   Deno.chownSync(dir, MP_UID, MP_UID);
 }
 
+/** The mounters' environment with our mount-s3 on PATH (as the Mountpoint image has it). */
+export function mounterEnvWithEngine(): Record<string, string> {
+  const bin = engineBin().bin;
+  if (!bin) return MOUNTER_ENV;
+  // The binary is named mount-s3 in its cache dir; that dir goes first on PATH.
+  return { ...MOUNTER_ENV, PATH: `${bin.replace(/\/[^/]+$/, "")}:${MOUNTER_ENV.PATH}` };
+}
+
 /** `setpriv` arguments that run the mounter binary as uid 1000 on `commDir`. */
 export function mounterArgs(commDir: string, extraArgs: string[] = []): string[] {
   return [
@@ -139,16 +204,19 @@ export function mounterArgs(commDir: string, extraArgs: string[] = []): string[]
     ENTRYPOINTS.mounter,
     `--comm-dir=${commDir}`,
     `--work-dir=${workDirOf(commDir)}`,
-    "--engine=rclone",
     "--log-format=text",
     ...extraArgs,
   ];
 }
 
 /** Start the mounter binary as uid 1000 on `commDir`. */
-export function startMounter(commDir: string, extraArgs: string[] = []): Running {
+export function startMounter(
+  commDir: string,
+  extraArgs: string[] = [],
+  env: Record<string, string> = MOUNTER_ENV,
+): Running {
   ensureWorkDir(commDir);
-  return spawn("setpriv", mounterArgs(commDir, extraArgs), { env: MOUNTER_ENV });
+  return spawn("setpriv", mounterArgs(commDir, extraArgs), { env });
 }
 
 /** A Mountpoint Pod: API object + comm dir + mounter process. */
@@ -156,7 +224,24 @@ export interface MpPod {
   readonly name: string;
   readonly uid: string;
   readonly commDir: string;
+  /** Host path of its cache volume (an emptyDir), when it has one. */
+  readonly cacheDir?: string;
   mounter: Running;
+}
+
+/** Options of {@link Harness.mountpointPod}. */
+export interface MpPodOptions {
+  /** Start something else than the real mounter. */
+  readonly mounter?: (commDir: string) => Running;
+  /**
+   * A cache volume (emptyDir `cache`, with this spec) on the pod object and its directory, named
+   * to the mounter by `--cache-dir` (as the controller's pod spec does with MOUNTER_CACHE_DIR).
+   */
+  readonly cache?: { sizeLimit?: string; medium?: "Memory" };
+  /** A custom CA (PEM file on the host) the mounter hands the engine (`--ca-bundle`). */
+  readonly caBundle?: string;
+  /** More mounter flags. */
+  readonly mounterArgs?: string[];
 }
 
 /** Everything a node test needs. */
@@ -173,11 +258,18 @@ export interface Harness extends AsyncDisposable {
   ): Promise<void>;
   readonly csi: CsiClient;
   readonly s3: S3Client;
+  /** The S3 server's env (`S3_ENDPOINT`, keys, …), whichever server it is. */
   readonly rgw: Record<string, string>;
+  /** The S3 server. */
+  readonly s3Server: S3Choice;
+  /** The node plugin's default engine. */
+  readonly defaultEngine: Engine;
+  /** PEM file of the private CA of an HTTPS versitygw. */
+  readonly caFile: string | undefined;
   readonly bucket: string;
   readonly mpPods: MpPod[];
   /** Create a Running Mountpoint Pod and start its mounter (the real one, or `options.mounter`). */
-  mountpointPod(name: string, options?: { mounter?: (commDir: string) => Running }): Promise<MpPod>;
+  mountpointPod(name: string, options?: MpPodOptions): Promise<MpPod>;
   /** Restart the mounter of a pod (kubelet restarting the container). */
   restartMounter(pod: MpPod): Promise<void>;
   /** Create or update the S3PA assigning `workloads` to `mpPod`. */
@@ -204,11 +296,24 @@ export interface HarnessOptions {
   readonly bucket?: string;
   /** Put a switchable TCP proxy between the node plugin and the API ({@link Harness.apiProxy}). */
   readonly apiProxy?: boolean;
+  /** S3 server. @default "rgw" */
+  readonly s3?: S3Choice;
+  /** With versitygw: HTTPS with a private CA ({@link Harness.caFile}). */
+  readonly tls?: boolean;
+  /** The node plugin's `--default-engine`. @default rclone on RGW, mount-s3 on versitygw */
+  readonly defaultEngine?: Engine;
+  /** More environment of the node plugin (e.g. proxy variables). */
+  readonly nodeEnv?: Record<string, string>;
 }
 
 /** Start everything. */
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
-  const rgw = rgwEnv()!;
+  const s3Choice = options.s3 ?? "rgw";
+  const defaultEngine = defaultEngineOf(s3Choice, options.defaultEngine);
+  let vgw: Server | undefined;
+  if (s3Choice === "versitygw") vgw = await startVersitygw({ tls: options.tls === true });
+  const rgw = vgw ? vgw.env : rgwEnv()!;
+  const mounterEnv = defaultEngine === "mount-s3" ? mounterEnvWithEngine() : MOUNTER_ENV;
   const api = await startApiServer({ port: 0 });
   const kube = new RestKubeClient(
     loadKubeConfig((n) => (n === "KUBECONFIG" ? api.kubeconfigPath : undefined)).config,
@@ -229,7 +334,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   });
   const root = await Deno.makeTempDir({ dir: "/tmp", prefix: "k" });
   await Deno.chmod(root, 0o755);
-  const s3 = new S3Client({
+  const s3: S3Client & { closeAll?(): void } = vgw ? await s3Client(vgw) : new S3Client({
     endpoint: rgw.S3_ENDPOINT!,
     region: rgw.AWS_REGION ?? "us-east-1",
     forcePathStyle: true,
@@ -245,7 +350,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     abortSignal: AbortSignal.timeout(30_000),
   }).catch((e) => {
     if (e?.name !== "BucketAlreadyOwnedByYou") {
-      throw new Error(`RGW at ${rgw.S3_ENDPOINT} cannot create bucket ${bucket} (full OSD?): ${e}`);
+      throw new Error(
+        `${s3Choice} at ${rgw.S3_ENDPOINT} cannot create bucket ${bucket} (full OSD?): ${e}`,
+      );
     }
   });
   const sock = `${root}/csi.sock`;
@@ -271,6 +378,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       "--log-format=text",
       "--attachment-timeout=20s",
       "--mount-timeout=20s",
+      `--default-engine=${defaultEngine}`,
       ...(options.nodeArgs ?? []),
     ], {
       KUBECONFIG: nodeKubeconfig,
@@ -278,6 +386,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       AWS_SECRET_ACCESS_KEY: rgw.AWS_SECRET_ACCESS_KEY!,
       AWS_ENDPOINT_URL: rgw.S3_ENDPOINT!,
       AWS_REGION: rgw.AWS_REGION ?? "us-east-1",
+      // As the deploy does with tls.caCertConfigMap: the node's own bucket check trusts the CA.
+      ...(vgw?.caFile ? { AWS_CA_BUNDLE: vgw.caFile, DENO_CERT: vgw.caFile } : {}),
+      ...(options.nodeEnv ?? {}),
     });
     await waitFor("the node plugin to be ready", () => {
       if (proc.stderr().includes("error:")) throw new Error(`node plugin failed: ${proc.stderr()}`);
@@ -288,6 +399,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   let node = await startNode();
   let csi = connectCsi(sock, { timeoutMs: 60_000 });
   const mpPods: MpPod[] = [];
+  /** How each pod's mounter is started again (the same flags and environment). */
+  const restarts = new Map<MpPod, () => Running>();
 
   const h: Harness = {
     api,
@@ -310,9 +423,14 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     },
     s3,
     rgw,
+    s3Server: s3Choice,
+    defaultEngine,
+    caFile: vgw?.caFile,
     bucket,
     mpPods,
     async mountpointPod(name, podOptions = {}) {
+      const volumes: Record<string, unknown>[] = [{ name: "comm", emptyDir: { medium: "Memory" } }];
+      if (podOptions.cache) volumes.push({ name: CACHE_VOLUME_NAME, emptyDir: podOptions.cache });
       const created = await kube.create<KubeObject>(PODS, {
         apiVersion: "v1",
         kind: "Pod",
@@ -326,7 +444,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
           restartPolicy: "OnFailure",
           securityContext: { runAsUser: MP_UID, runAsGroup: MP_UID, fsGroup: MP_UID },
           containers: [{ name: "mountpoint", image: "s3-csi-mounter" }],
-          volumes: [{ name: "comm", emptyDir: { medium: "Memory" } }],
+          volumes,
         },
       });
       const uid = created.metadata!.uid!;
@@ -335,7 +453,19 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await Deno.chmod(commDir, 0o2770);
       await Deno.chown(commDir, MP_UID, MP_UID);
       ensureWorkDir(commDir);
-      const mounter = (podOptions.mounter ?? startMounter)(commDir);
+      const extra = [...(podOptions.mounterArgs ?? [])];
+      let cacheDir: string | undefined;
+      if (podOptions.cache) {
+        // Where the kubelet makes the emptyDir (fsGroup: group-owned, setgid).
+        cacheDir = commDir.replace(/\/comm$/, `/${CACHE_VOLUME_NAME}`);
+        await Deno.mkdir(cacheDir, { recursive: true });
+        await Deno.chmod(cacheDir, 0o2770);
+        await Deno.chown(cacheDir, 0, MP_UID);
+        extra.push(`--cache-dir=${cacheDir}`);
+      }
+      if (podOptions.caBundle) extra.push(`--ca-bundle=${podOptions.caBundle}`);
+      const start = podOptions.mounter ?? ((dir: string) => startMounter(dir, extra, mounterEnv));
+      const mounter = start(commDir);
       await waitFor(
         "the mounter socket",
         () => Deno.stat(`${commDir}/mount.sock`).then(() => true, () => false),
@@ -348,13 +478,14 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await kube.update(PODS, { ...fresh!, status: { phase: "Running" } }, {
         subresource: "status",
       });
-      const pod = { name, uid, commDir, mounter };
+      const pod = { name, uid, commDir, mounter, ...(cacheDir ? { cacheDir } : {}) };
       mpPods.push(pod);
+      restarts.set(pod, () => startMounter(commDir, extra, mounterEnv));
       return pod;
     },
     async restartMounter(pod) {
       await pod.mounter.stop("SIGKILL").catch(() => {});
-      pod.mounter = startMounter(pod.commDir);
+      pod.mounter = (restarts.get(pod) ?? (() => startMounter(pod.commDir)))();
       await waitFor(
         "the restarted mounter socket",
         () => Deno.stat(`${pod.commDir}/mount.sock`).then(() => true, () => false),
@@ -396,7 +527,12 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         volumeId: `vol-${pv}`,
         targetPath: h.target(podUID, pv),
         volumeCapability: {
-          mount: { mountFlags: ["allow-delete"] },
+          // rclone (the RGW harness's engine) serves only volumes allowing both.
+          mount: {
+            mountFlags: defaultEngine === "rclone"
+              ? ["allow-delete", "allow-overwrite"]
+              : ["allow-delete"],
+          },
           accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
         },
         volumeContext: { bucketName: bucket, "csi.storage.k8s.io/pod.uid": podUID },
@@ -415,16 +551,38 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await unmountAllUnder(root);
       for (const p of mpPods) await p.mounter.stop("SIGTERM", 5000).catch(() => {});
       await unmountAllUnder(root);
-      await Deno.remove(root, { recursive: true }).catch(() => {});
+      await removeRootSafely(root);
       // The test OSD is small (10 GiB): leave no data behind.
       await emptyAndDeleteBucket(s3, bucket).catch(() => {});
-      s3.destroy();
+      if (s3.closeAll) s3.closeAll();
+      else s3.destroy();
       await apiProxy?.down();
       if (apiProxy) await Deno.remove(nodeKubeconfig).catch(() => {});
       await api.stop();
+      await vgw?.[Symbol.asyncDispose]();
     },
   };
   return h;
+}
+
+/**
+ * Remove the harness's kubelet root: only a `/tmp/k*` dir this harness made, and only when
+ * nothing is mounted under it any more (a recursive removal must never reach a mount: a FUSE
+ * mount is a bucket, a bind mount can be anything).
+ */
+async function removeRootSafely(root: string): Promise<void> {
+  if (!/^\/tmp\/k[^/]+$/.test(root)) {
+    throw new Error(`refusing to remove ${root}: not a harness root`);
+  }
+  const left = (await readMountInfo()).filter((m) =>
+    m.mountPoint === root || m.mountPoint.startsWith(`${root}/`)
+  );
+  if (left.length) {
+    throw new Error(
+      `not removing ${root}: still mounted under it: ${left.map((m) => m.mountPoint).join(", ")}`,
+    );
+  }
+  await Deno.remove(root, { recursive: true }).catch(() => {});
 }
 
 /** Make the kubelet's parent dir of a target (kubelet creates it, not the `mount` dir). */

@@ -67,7 +67,7 @@ nodeTest(
     await h.assign("pv-f", "vol-pv-f", mp.name, uids);
     const cap = {
       volumeCapability: {
-        mount: { mountFlags: ["allow-delete"], volumeMountGroup: "3000" },
+        mount: { mountFlags: ["allow-delete", "allow-overwrite"], volumeMountGroup: "3000" },
         accessMode: { mode: "MULTI_NODE_MULTI_WRITER" as const },
       },
     };

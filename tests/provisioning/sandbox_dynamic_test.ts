@@ -71,7 +71,7 @@ Deno.test({
     const stop = new AbortController();
     const out: string[] = [];
     const env = new SandboxEnv(
-      { dir, nodes: 1, s3: "rgw", signal: stop.signal, withoutController: true },
+      { dir, nodes: 1, s3: "rgw", engine: "rclone", signal: stop.signal, withoutController: true },
       new StepReporter((t) => out.push(t)),
     );
     let provisioner: Provisioner | undefined;

@@ -10,6 +10,7 @@ import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { NAMESPACES, NODES, PVS, STORAGE_CLASSES } from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { mountsUnder, processesUsing } from "../testbed/sandbox/sandbox.ts";
+import { findEngineBin } from "../testbed/kubelet/mounter_image.ts";
 import { writeStderr } from "../../src/util/stdio.ts";
 import { exists, ROOT, runToEnd } from "../_helpers.ts";
 
@@ -47,15 +48,20 @@ async function assertClean(out: Awaited<ReturnType<typeof runSandbox>>): Promise
 }
 
 Deno.test({
-  name: "deno task sandbox runs end to end (RGW when root) and leaves nothing running or mounted",
+  name:
+    "deno task sandbox runs end to end (versitygw and mount-s3 when root) and leaves nothing running or mounted",
   ignore: !isRoot,
   sanitizeResources: false,
   async fn() {
     const out = await runSandbox([]);
     await assertClean(out);
     const server = /✓ S3 server: (\w+)/.exec(out.stdout)?.[1];
-    // The tier's output says which S3 server was used and how long the run took.
-    writeStderr(`sandbox used ${server}; ${out.seconds.toFixed(1)} s wall time\n`);
+    const engine = /volumes on (mount-s3|rclone)/.exec(out.stdout)?.[1];
+    // The tier's output says which S3 server and engine were used and how long the run took.
+    writeStderr(`sandbox used ${server} and ${engine}; ${out.seconds.toFixed(1)} s wall time\n`);
+    // The default: versitygw, and our mount-s3 whenever scripts/build_engine.sh built it.
+    assert.equal(server, "versitygw", out.stdout);
+    if ("bin" in findEngineBin()) assert.equal(engine, "mount-s3", out.stdout);
     writeStderr(`${out.stdout.split("\n").filter((l) => /^\s+[✓…✗]/.test(l)).join("\n")}\n`);
     for (
       const step of [

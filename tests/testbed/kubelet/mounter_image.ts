@@ -4,11 +4,14 @@
  * otherwise (e.g. a clone under a private home) from a self-contained bundle (`deno bundle`, npm
  * packages included) written into the kubelet root, which the emulator keeps traversable.
  *
+ * The Mountpoint image carries our `mount-s3`: {@link withEngine} puts the one
+ * `scripts/build_engine.sh` built ({@link findEngineBin}) first on the containers' PATH.
+ *
  * @module
  */
 import { dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ImageMapping } from "./container_spec.ts";
+import { CONTAINER_PATH, type ImageMapping } from "./container_spec.ts";
 
 const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
@@ -24,6 +27,37 @@ export async function readableByOthers(path: string): Promise<boolean> {
     if (!info || ((info.mode ?? 0) & 0o001) === 0) return false;
     if (dir === "/") return true;
   }
+}
+
+/**
+ * Our `mount-s3`: `$S3CSI_ENGINE_BIN`, else the binary `scripts/build_engine.sh` cached for these
+ * sources (never builds). Returns the path, or the reason there is none.
+ */
+export function findEngineBin(): { bin: string } | { reason: string } {
+  const fromEnv = Deno.env.get("S3CSI_ENGINE_BIN");
+  if (fromEnv) {
+    try {
+      if (Deno.statSync(fromEnv).isFile) return { bin: fromEnv };
+    } catch { /* below */ }
+    return { reason: `S3CSI_ENGINE_BIN=${fromEnv} is not a file` };
+  }
+  const r = new Deno.Command("bash", {
+    args: [`${REPO_ROOT}scripts/build_engine.sh`, "--no-build"],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).outputSync();
+  const last = (b: Uint8Array) => new TextDecoder().decode(b).trim().split("\n").at(-1) ?? "";
+  const m = /^ENGINE_BIN=(.+)$/.exec(last(r.stdout));
+  return r.success && m
+    ? { bin: m[1]! }
+    : { reason: `no mount-s3 built: run scripts/build_engine.sh (${last(r.stderr)})` };
+}
+
+/** `mapping` with the directory of `engineBin` (named `mount-s3`) first on PATH. */
+export function withEngine(mapping: ImageMapping, engineBin: string): ImageMapping {
+  const path = `${dirname(engineBin)}:${CONTAINER_PATH}`;
+  return { ...mapping, env: (uid) => ({ ...(mapping.env?.(uid) ?? {}), PATH: path }) };
 }
 
 /** `deno run -A --cached-only <entry>` with a `DENO_DIR` per uid under the kubelet root. */

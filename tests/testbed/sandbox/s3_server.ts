@@ -1,7 +1,12 @@
 /**
- * The sandbox's S3 server: Ceph RGW from `tests/testbed/services/s3/rgw_start.sh` in a state dir and on ports of
- * its own (so the shared test cluster is never touched, and teardown stops it), or the s3rver
- * fallback (`tests/testbed/services/s3/s3rver_start.ts`) when RGW cannot run (not root, or the start fails).
+ * The sandbox's S3 server, in a state dir and on ports of its own (so the shared test servers are
+ * never touched, and teardown stops it):
+ *
+ * - versitygw (`tests/testbed/services/versitygw/`), the default: it accepts Mountpoint's
+ *   multipart uploads, so the sandbox runs on our `mount-s3`;
+ * - Ceph RGW (`tests/testbed/services/s3/rgw_start.sh`): Mountpoint's writes fail on RGW 16.2
+ *   (empty ETag of CompleteMultipartUpload), so volumes there run on `rclone mount2`;
+ * - the s3rver fallback (`tests/testbed/services/s3/s3rver_start.ts`) when neither can run.
  *
  * @module
  */
@@ -9,7 +14,7 @@ import { errorMessage } from "../../../src/util/errors.ts";
 import { ChildProcess, REPO_ROOT } from "./child_process.ts";
 
 /** Which server to use. */
-export type S3Choice = "auto" | "rgw" | "s3rver";
+export type S3Choice = "auto" | "versitygw" | "rgw" | "s3rver";
 
 /** Connection settings, as the scripts print them. */
 export interface S3Env {
@@ -23,7 +28,7 @@ export interface S3Env {
 
 /** A started server. */
 export interface S3Server {
-  readonly kind: "rgw" | "s3rver";
+  readonly kind: "versitygw" | "rgw" | "s3rver";
   readonly env: S3Env;
   /** Why RGW was not used, when it was not. */
   readonly note: string;
@@ -59,6 +64,49 @@ export function sandboxRgwEnv(): Record<string, string> {
     RGW_MON_PORT: String(base + 10),
     RGW_OSD_PORTS: `${base + 20}-${base + 99}`,
   };
+}
+
+/** State dir prefix of the sandbox's own versitygw (one per run, like its RGW). */
+export const SANDBOX_VGW_STATE_DIR = "/var/tmp/s3csi-sandbox-vgw";
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+async function startVersitygw(logDir: string, signal: AbortSignal): Promise<S3Server> {
+  const env = {
+    VGW_STATE_DIR: `${SANDBOX_VGW_STATE_DIR}-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
+    VGW_PORT: String(freePort()),
+  };
+  const dir = `${REPO_ROOT}tests/testbed/services/versitygw`;
+  const stop = async () => {
+    await new Deno.Command("bash", {
+      args: [`${dir}/stop.sh`, "--purge"],
+      env,
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).output();
+  };
+  const out = await new Deno.Command("bash", {
+    args: [`${dir}/start.sh`],
+    env,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal,
+  }).output();
+  await Deno.writeFile(`${logDir}/versitygw_start.log`, out.stderr);
+  if (!out.success) {
+    await stop();
+    const tail = new TextDecoder().decode(out.stderr).trim().split("\n").slice(-2).join(" ");
+    throw new Error(`versitygw start.sh failed (${tail})`);
+  }
+  const s3env = asS3Env(parseEnvLines(new TextDecoder().decode(out.stdout)), "versitygw start.sh");
+  return { kind: "versitygw", env: s3env, note: "", stop };
 }
 
 /** Parse `KEY=value` lines. */
@@ -155,8 +203,8 @@ async function startS3rver(dir: string, logDir: string, note: string): Promise<S
 }
 
 /**
- * Start the server `choice` asks for. `auto`: RGW when running as root, falling back to s3rver
- * (with the reason in `note`) when RGW cannot start.
+ * Start the server `choice` asks for. `auto`: versitygw, else (with the reason in `note`) RGW
+ * when running as root, else s3rver.
  */
 export async function startS3Server(
   choice: S3Choice,
@@ -165,13 +213,23 @@ export async function startS3Server(
   signal: AbortSignal,
 ): Promise<S3Server> {
   if (choice === "s3rver") return await startS3rver(dir, logDir, "s3rver requested");
+  let why = "";
+  if (choice === "versitygw" || choice === "auto") {
+    try {
+      return await startVersitygw(logDir, signal);
+    } catch (err) {
+      if (choice === "versitygw") throw err;
+      why = `versitygw unavailable: ${errorMessage(err)}; `;
+    }
+  }
   if (choice === "auto" && Deno.uid() !== 0) {
-    return await startS3rver(dir, logDir, "not root: RGW needs root to install and start");
+    return await startS3rver(dir, logDir, `${why}not root: RGW needs root to install and start`);
   }
   try {
-    return await startRgw(logDir, signal);
+    const rgw = await startRgw(logDir, signal);
+    return why ? { ...rgw, note: why.replace(/; $/, "") } : rgw;
   } catch (err) {
     if (choice === "rgw") throw err;
-    return await startS3rver(dir, logDir, `RGW unavailable: ${errorMessage(err)}`);
+    return await startS3rver(dir, logDir, `${why}RGW unavailable: ${errorMessage(err)}`);
   }
 }

@@ -16,6 +16,7 @@ import type { SANDBOX_OPTIONS } from "./sandbox_options.ts";
 import { runScenario } from "./scenario.ts";
 import { StepReporter } from "./step_reporter.ts";
 import type { S3Choice } from "./s3_server.ts";
+import type { Engine } from "../../../src/mppod/mount_message.ts";
 
 async function ancestors(): Promise<Set<number>> {
   const out = new Set<number>();
@@ -124,6 +125,7 @@ export async function runSandbox(
     dir,
     nodes: config.nodes,
     s3: config.s3 as S3Choice,
+    engine: config.engine as "auto" | Engine,
     signal,
     withoutController: config["without-controller"],
     realApiserver: config["real-apiserver"],

@@ -39,6 +39,8 @@ import { logger } from "../../../src/util/log.ts";
 import { ChildProcess, SupervisedProcess } from "./child_process.ts";
 import { type RealTier, startRealTier } from "./kube_real.ts";
 import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
+import type { Engine } from "../../../src/mppod/mount_message.ts";
+import { findEngineBin, prepareMounterImage, withEngine } from "../kubelet/mounter_image.ts";
 import type { StepReporter } from "./step_reporter.ts";
 import { waitFor } from "../../../src/util/wait_for.ts";
 import { CSI_NODES } from "../../../src/kube/resources.ts";
@@ -64,6 +66,11 @@ export interface SandboxEnvOptions {
   readonly dir: string;
   readonly nodes: number;
   readonly s3: S3Choice;
+  /**
+   * Engine of the volumes (the node plugins' `--default-engine`). `auto` (default): mount-s3 on
+   * versitygw when it is built, else rclone (Mountpoint's writes fail on RGW 16.2).
+   */
+  readonly engine?: "auto" | Engine;
   readonly signal: AbortSignal;
   /** Do not start the controller (nor, then, the csi-provisioner emulation). */
   readonly withoutController?: boolean;
@@ -101,6 +108,9 @@ export class SandboxEnv {
   client: KubeClient | undefined;
   s3: S3Server | undefined;
   s3Client: S3Client | undefined;
+  /** The volumes' engine, and our mount-s3 binary when that is it (decided with the S3 server). */
+  engine: Engine = "rclone";
+  engineBin: string | undefined;
   scheduler: Scheduler | undefined;
   binder: VolumeBinder | undefined;
   controller: ChildProcess | undefined;
@@ -235,19 +245,30 @@ export class SandboxEnv {
       },
     );
     if (control === undefined) return false;
-    const s3 = await r.step("S3 server", async () => {
-      this.s3 = await startS3Server(this.#o.s3, dir, this.logDir, this.#o.signal);
-      const e = this.s3.env;
-      this.s3Client = new S3Client({
-        endpoint: e.S3_ENDPOINT,
-        region: e.AWS_REGION,
-        forcePathStyle: true,
-        credentials: { accessKeyId: e.AWS_ACCESS_KEY_ID, secretAccessKey: e.AWS_SECRET_ACCESS_KEY },
-        requestChecksumCalculation: "WHEN_REQUIRED",
-        responseChecksumValidation: "WHEN_REQUIRED",
-      });
-      return this.s3;
-    }, (s) => `${s.kind} at ${s.env.S3_ENDPOINT}${s.note ? ` (${s.note})` : ""}`);
+    const s3 = await r.step(
+      "S3 server",
+      async () => {
+        this.s3 = await startS3Server(this.#o.s3, dir, this.logDir, this.#o.signal);
+        const e = this.s3.env;
+        this.s3Client = new S3Client({
+          endpoint: e.S3_ENDPOINT,
+          region: e.AWS_REGION,
+          forcePathStyle: true,
+          credentials: {
+            accessKeyId: e.AWS_ACCESS_KEY_ID,
+            secretAccessKey: e.AWS_SECRET_ACCESS_KEY,
+          },
+          requestChecksumCalculation: "WHEN_REQUIRED",
+          responseChecksumValidation: "WHEN_REQUIRED",
+        });
+        this.#chooseEngine(this.s3);
+        return this.s3;
+      },
+      (s) =>
+        `${s.kind} at ${s.env.S3_ENDPOINT}${
+          s.note ? ` (${s.note})` : ""
+        }; volumes on ${this.engine}${this.engineBin ? ` (${this.engineBin})` : ""}`,
+    );
     if (!s3) return false;
     for (let i = 1; i <= this.#o.nodes; i++) {
       const name = this.nodeName(i);
@@ -314,6 +335,18 @@ export class SandboxEnv {
     return true;
   }
 
+  /** The volumes' engine for this S3 server (see {@link SandboxEnvOptions.engine}). */
+  #chooseEngine(s3: S3Server): void {
+    const wanted = this.#o.engine ?? "auto";
+    if (wanted === "rclone") return;
+    const found = findEngineBin();
+    if (wanted === "mount-s3") {
+      if ("reason" in found) throw new Error(`--engine mount-s3: ${found.reason}`);
+    } else if (s3.kind !== "versitygw" || "reason" in found) return;
+    this.engine = "mount-s3";
+    this.engineBin = (found as { bin: string }).bin;
+  }
+
   async #startNode(name: string): Promise<SandboxNode> {
     const root = `${this.#o.dir}/${name}/kubelet`;
     await Deno.mkdir(root, { recursive: true });
@@ -341,18 +374,22 @@ export class SandboxEnv {
           AWS_REGION: e.AWS_REGION,
           AWS_ENDPOINT_URL: e.S3_ENDPOINT,
           S3_ENDPOINT_URL: e.S3_ENDPOINT,
+          DEFAULT_ENGINE: this.engine,
           LOG_FORMAT: "text",
         },
         `${this.logDir}/node-plugin-${name}.log`,
         `node plugin ${name}`,
       )
     );
+    const image = await prepareMounterImage(root);
     const kubelet = new Kubelet({
       client: this.client!,
       nodeName: name,
       kubeletRoot: root,
       driverSocket: socket,
       restartBackoff: { initialMs: 2000, maxMs: 20_000 },
+      // The Mountpoint image carries our mount-s3.
+      mountpointImage: this.engineBin ? withEngine(image, this.engineBin) : image,
     });
     const node = { name, root, socket, plugin, kubelet };
     this.nodes.push(node);

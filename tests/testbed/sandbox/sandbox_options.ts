@@ -6,7 +6,9 @@
 import type { OptionSpecs } from "../../../src/util/config.ts";
 
 /** S3 server choices. */
-export const S3_CHOICES = ["auto", "rgw", "s3rver"] as const;
+export const S3_CHOICES = ["auto", "versitygw", "rgw", "s3rver"] as const;
+/** FUSE engine choices of the sandbox's volumes. */
+export const ENGINE_CHOICES = ["auto", "mount-s3", "rclone"] as const;
 
 /** Sandbox settings. */
 export const SANDBOX_OPTIONS = {
@@ -26,7 +28,16 @@ export const SANDBOX_OPTIONS = {
     env: "SANDBOX_S3",
     default: "auto",
     choices: S3_CHOICES,
-    description: "S3 server: auto (RGW as root, else s3rver), rgw, s3rver",
+    description:
+      "S3 server: auto (versitygw, else RGW as root, else s3rver), versitygw, rgw, s3rver",
+  },
+  engine: {
+    type: "string",
+    env: "SANDBOX_ENGINE",
+    default: "auto",
+    choices: ENGINE_CHOICES,
+    description:
+      "FUSE engine of the volumes (the node plugins' --default-engine): auto (mount-s3 on versitygw when scripts/build_engine.sh built it, else rclone: Mountpoint's writes fail on RGW 16.2), mount-s3, rclone",
   },
   dir: {
     type: "string",

@@ -98,7 +98,8 @@ export async function runScenario(
         accessModes: ["ReadWriteMany"],
         persistentVolumeReclaimPolicy: "Retain",
         storageClassName: "",
-        mountOptions: ["allow-delete"],
+        // Both, so the volume works on either engine (rclone cannot refuse overwrites).
+        mountOptions: ["allow-delete", "allow-overwrite"],
         csi: {
           driver: DRIVER_NAME,
           volumeHandle: `${o.bucket}-volume`,

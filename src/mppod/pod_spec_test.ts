@@ -1,0 +1,117 @@
+import assert from "node:assert/strict";
+import {
+  hasCacheMountOption,
+  mountpointPod,
+  type MountpointPodConfig,
+  MountpointPodSpecError,
+  type MountpointPodTarget,
+} from "./pod_spec.ts";
+
+const CONFIG: MountpointPodConfig = {
+  namespace: "mount-s3",
+  image: "mounter:test",
+  imagePullPolicy: "IfNotPresent",
+  command: "/bin/s3-csi-mounter",
+  driverVersion: "1.0.0",
+  mountpointVersion: "mount-s3",
+  priorityClassName: "",
+  uid: 1000,
+  terminationGraceSeconds: 600,
+  extraLabels: {},
+  cpuRequest: "",
+  memoryRequest: "",
+  memoryLimit: "",
+  caConfigMap: "",
+};
+
+function target(attrs: Record<string, string>, mountOptions: string[] = []): MountpointPodTarget {
+  return {
+    name: "mp-1",
+    attachmentName: "s3pa-1",
+    spec: {
+      nodeName: "node-1",
+      persistentVolumeName: "pv-1",
+      volumeID: "vol-1",
+      mountOptions: mountOptions.join(","),
+      workloadFSGroup: "",
+      authenticationSource: "driver",
+    },
+    volumeAttributes: { bucketName: "b", ...attrs },
+    mountOptions,
+  };
+}
+
+function env(pod: ReturnType<typeof mountpointPod>): Record<string, string> {
+  return Object.fromEntries(
+    (pod.spec.containers[0]!.env ?? []).map((e) => [e.name, String(e.value)]),
+  );
+}
+
+Deno.test("mountpointPod(): no cache volume without a cache; comm and work only", () => {
+  const pod = mountpointPod(CONFIG, target({}));
+  assert.deepEqual(pod.spec.volumes!.map((v) => v.name), ["comm", "work"]);
+  assert.equal(env(pod).MOUNTER_CACHE_DIR, undefined);
+  assert.equal(env(pod).MOUNTER_CA_BUNDLE, undefined);
+});
+
+Deno.test("mountpointPod(): a cache volume at /cache, named to the mounter", () => {
+  const pod = mountpointPod(
+    CONFIG,
+    target({ cache: "emptyDir", cacheEmptyDirSizeLimit: "2Gi", cacheEmptyDirMedium: "Memory" }),
+  );
+  assert.deepEqual(pod.spec.volumes!.find((v) => v.name === "cache"), {
+    name: "cache",
+    emptyDir: { medium: "Memory", sizeLimit: "2Gi" },
+  });
+  assert.deepEqual(
+    pod.spec.containers[0]!.volumeMounts!.find((m) => m.name === "cache"),
+    { name: "cache", mountPath: "/cache" },
+  );
+  assert.equal(env(pod).MOUNTER_CACHE_DIR, "/cache");
+  // The comm dir stays small and memory-backed: the cache is never there.
+  assert.deepEqual(pod.spec.volumes!.find((v) => v.name === "comm"), {
+    name: "comm",
+    emptyDir: { medium: "Memory", sizeLimit: "10Mi" },
+  });
+
+  const eph = mountpointPod(
+    CONFIG,
+    target({
+      cache: "ephemeral",
+      cacheEphemeralStorageClassName: "nvme",
+      cacheEphemeralStorageResourceRequest: "10Gi",
+    }),
+  );
+  const vol = eph.spec.volumes!.find((v) => v.name === "cache") as Record<string, unknown>;
+  assert.ok(vol.ephemeral, "a generic ephemeral volume");
+  assert.equal(env(eph).MOUNTER_CACHE_DIR, "/cache");
+
+  const legacy = mountpointPod(CONFIG, target({}, ["allow-delete", "cache /var/tmp/c"]));
+  assert.deepEqual(legacy.spec.volumes!.find((v) => v.name === "cache"), {
+    name: "cache",
+    emptyDir: {},
+  });
+});
+
+Deno.test("mountpointPod(): bad cache attributes stop the pod with the reason", () => {
+  assert.throws(
+    () => mountpointPod(CONFIG, target({ cache: "hostPath" })),
+    (e: unknown) =>
+      e instanceof MountpointPodSpecError && /cache="hostPath" is not a cache type/.test(e.message),
+  );
+});
+
+Deno.test("mountpointPod(): a custom CA is mounted and named to the mounter", () => {
+  const pod = mountpointPod({ ...CONFIG, caConfigMap: "s3-ca" }, target({}));
+  assert.equal(env(pod).MOUNTER_CA_BUNDLE, "/etc/ssl/custom-ca/ca-bundle.crt");
+  assert.ok(pod.spec.volumes!.some((v) => v.name === "custom-ca" && v.configMap?.name === "s3-ca"));
+});
+
+Deno.test("hasCacheMountOption(): the spellings of the cache mount option", () => {
+  for (const o of ["cache /x", "cache=/x", "--cache=/x", "--cache /x", " cache /x"]) {
+    assert.ok(hasCacheMountOption([o]), o);
+  }
+  for (const o of ["cache-xz=b", "max-cache-size=5", "allow-delete"]) {
+    assert.equal(hasCacheMountOption([o]), false, o);
+  }
+});
