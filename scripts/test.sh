@@ -6,7 +6,8 @@
 #                prerequisites are missing skips with a printed reason
 # Ends with a line "N passed, N failed, N skipped" counted from the JUnit reports.
 # Set TEST_FILTER to pass --filter to deno test; TEST_PATHS to run only some paths of tests/;
-# KEEP_SERVICES=1 leaves RGW and the real API server running; SKIP_RGW=1 / SKIP_KUBE_REAL=1 skip them.
+# KEEP_SERVICES=1 leaves RGW and the real API server running; SKIP_RGW=1 / SKIP_KUBE_REAL=1 skip them;
+# SKIP_REAL_NODE=1 skips building the real-node tier's binaries (its tests then skip or fail).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -36,6 +37,10 @@ cleanup() {
   [ -n "${RGW_STARTED:-}" ] && bash tests/testbed/services/s3/rgw_stop.sh >/dev/null 2>&1
   [ -n "${KUBE_REAL_STARTED:-}" ] && bash tests/testbed/services/kube_real/stop.sh >/dev/null 2>&1
   [ -n "${KUBE_REAL_BUILD_PID:-}" ] && kill "$KUBE_REAL_BUILD_PID" 2>/dev/null
+  [ -n "${REAL_NODE_BUILD_PID:-}" ] && kill "$REAL_NODE_BUILD_PID" 2>/dev/null
+  # The real-node tier stops its node itself; if it died before that, stop it here.
+  [ -n "${REAL_NODE_TIER_RAN:-}" ] && [ -s "${REAL_NODE_STATE:-/var/tmp/s3csi-real-node}/kubelet.pid" ] &&
+    bash tests/testbed/services/real_node/stop.sh >dist/real-node-stop.log 2>&1
   return 0
 }
 trap cleanup EXIT
@@ -47,6 +52,13 @@ service_failed() {
 if [ "${SKIP_KUBE_REAL:-}" != "1" ]; then
   bash tests/testbed/services/kube_real/build.sh > dist/kube-real-build.log 2>&1 &
   KUBE_REAL_BUILD_PID=$!
+fi
+# The real-node tier adds kube-scheduler, kubelet, kube-proxy, kubectl and the sidecar stand-ins
+# (~3 min cold, after the build above: both take the cache's lock): start it now too, so that the
+# whole cold build (~15 min on 2 cores) overlaps the other tiers. Cached outside the repository.
+if [ "${SKIP_REAL_NODE:-}" != "1" ] && [ "$(id -u)" -eq 0 ]; then
+  bash tests/testbed/services/real_node/build.sh > dist/real-node-build.log 2>&1 &
+  REAL_NODE_BUILD_PID=$!
 fi
 
 step fmt deno fmt --check
@@ -95,6 +107,17 @@ for tier in ${TEST_PATHS:-tests/*/}; do
   name=$(basename "$tier")
   [ "$name" = testbed ] && continue # its unit tests ran with the unit step
   [ -n "$(find "$tier" -name '*_test.ts' -print -quit)" ] || continue
+  [ "$name" = real_node ] && REAL_NODE_TIER_RAN=1
+  if [ "$name" = real_node ] && [ -n "${REAL_NODE_BUILD_PID:-}" ]; then
+    printf '=== real-node build: waiting for it (log dist/real-node-build.log)\n' >&2
+    rc=0; wait "$REAL_NODE_BUILD_PID" || rc=$?
+    REAL_NODE_BUILD_PID=""
+    if [ "$rc" -eq 3 ]; then
+      service_failed real-node "cannot build here: $(tail -1 dist/real-node-build.log)"
+    elif [ "$rc" -ne 0 ]; then
+      service_failed real-node "build failed (exit $rc): $(tail -1 dist/real-node-build.log)"
+    fi
+  fi
   reports+=("$REPORTS/integration-$name.xml")
   step "integration:$name" deno test -A --junit-path="$REPORTS/integration-$name.xml" "${filter[@]}" "$tier"
 done
