@@ -43,6 +43,12 @@ export const SANDBOX_OPTIONS = {
     description:
       "Use the real kube-apiserver tier (tests/testbed/services/kube_real/: etcd, kube-apiserver, kube-controller-manager) instead of the API emulator; reused if already running, stopped at the end only if started here",
   },
+  "real-node": {
+    type: "boolean",
+    default: false,
+    description:
+      "Run on a real single-node cluster (tests/testbed/services/real_node/: kubelet + containerd + a real control plane) with the driver installed by `deno task deploy` (our images built locally, sidecar stand-ins); one node; reused if already running, stopped at the end only if started here",
+  },
   "without-controller": {
     type: "boolean",
     default: false,
