@@ -516,12 +516,14 @@ export class SandboxEnv {
         await c.delete(NAMESPACES, this.namespace).catch(() => false);
         for (const x of this.created) await c.delete(x.resource, x.name).catch(() => false);
       }
-      await this.realNode.stop();
+      // Close our API connections before the API server goes: a server going away under an open
+      // pooled connection can crash Deno's HTTP/2 client (nghttp2 assertion on GOAWAY).
       await Promise.race([
         (c as RestKubeClient | undefined)?.close(),
         new Promise((res) => setTimeout(res, 5000)),
       ]).catch(() => {});
       this.client = undefined;
+      await this.realNode.stop();
       if (this.s3) {
         const s3 = this.s3;
         await r.step("S3 server stopped", () => s3.stop().then(() => s3.kind), (k) => k);
