@@ -35,6 +35,7 @@ import {
   buildDriverImages,
   deployDriver,
   type DeployedDriver,
+  resolveEngine,
 } from "../testbed/services/real_node/driver.ts";
 import { containerLog, hostProcesses } from "../testbed/services/real_node/host.ts";
 import { startTcpRelay, type TcpRelay } from "../testbed/services/real_node/tcp_relay.ts";
@@ -219,15 +220,37 @@ export function tier(): Promise<Tier> {
   return setup ??= startTier();
 }
 
+/**
+ * The tier's S3 server: `REAL_NODE_S3` (`rgw` or `versitygw`) when set; else versitygw when the
+ * Mountpoint image has `mount-s3` (the engine Mountpoint Pods then run: Ceph RGW 16 refuses its
+ * multipart uploads, see `tests/engine/data_test.ts`), Ceph RGW otherwise.
+ */
+export function realNodeS3Choice(hasMountS3: boolean): "rgw" | "versitygw" {
+  const set = Deno.env.get("REAL_NODE_S3");
+  if (set === "rgw" || set === "versitygw") return set;
+  if (set) throw new Error(`REAL_NODE_S3 must be rgw or versitygw, got "${set}"`);
+  return hasMountS3 ? "versitygw" : "rgw";
+}
+
 async function startTier(): Promise<Tier> {
   const node = await timed("cluster start (start.sh)", () => startRealNode());
   started.node = node;
   const logDir = `${node.state}/tests`;
   await Deno.mkdir(logDir, { recursive: true });
   started.logDir = logDir;
+  const engine = await timed(
+    "mount-s3 engine (scripts/build_engine.sh)",
+    () => resolveEngine(`${logDir}/images.log`),
+  );
+  report(
+    engine.bin
+      ? `Mountpoint image engines: mount-s3 (${engine.bin}) and rclone; mount-s3 is the default`
+      : `Mountpoint image engines: rclone only (${engine.reason})`,
+  );
+  const choice = realNodeS3Choice(engine.bin !== undefined);
   const s3 = await timed(
-    "Ceph RGW start",
-    () => startS3Server("rgw", logDir, logDir, new AbortController().signal),
+    `S3 server start (${choice})`,
+    () => startS3Server(choice, logDir, logDir, new AbortController().signal),
   );
   started.s3 = s3;
   const target = new URL(s3.env.S3_ENDPOINT);
@@ -240,7 +263,7 @@ async function startTier(): Promise<Tier> {
   report(`S3 for pods: ${podEndpoint} → ${s3.env.S3_ENDPOINT} (relay in the test process)`);
   await timed(
     "driver images built and imported",
-    () => buildDriverImages(node, `${logDir}/images.log`),
+    () => buildDriverImages(node, `${logDir}/images.log`, engine.bin),
   );
   const driver = await timed("deno task deploy (until rolled out)", () =>
     deployDriver(node, {

@@ -34,6 +34,7 @@ import {
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
 import { waitFor } from "../_helpers.ts";
+import { createBucketFor } from "../testbed/services/versitygw/admin.ts";
 
 /** S3 settings as the RGW scripts print them (main user, and the second user's keys). */
 export interface ScenarioS3Env {
@@ -43,6 +44,8 @@ export interface ScenarioS3Env {
   readonly AWS_REGION: string;
   readonly S3_OTHER_ACCESS_KEY_ID?: string;
   readonly S3_OTHER_SECRET_ACCESS_KEY?: string;
+  /** `rgw`, `versitygw`, `s3rver`. */
+  readonly S3_SERVER?: string;
 }
 
 /** A short random suffix for unique names. */
@@ -224,6 +227,27 @@ export abstract class ScenarioCluster {
     const name = `${prefix}-${unique()}`;
     await client.send(new CreateBucketCommand({ Bucket: name }));
     return name;
+  }
+
+  /**
+   * A bucket the second S3 user owns (and the main user may or may not read: see
+   * {@link usersIsolated}). On versitygw, whose second user (role `user`) may not create buckets,
+   * the root user creates it for that owner.
+   */
+  async otherUsersBucket(prefix: string): Promise<string> {
+    const e = this.s3Env;
+    if (e.S3_SERVER !== "versitygw") return await this.bucket(prefix, this.otherS3());
+    const name = `${prefix}-${unique()}`;
+    await createBucketFor(e, name, e.S3_OTHER_ACCESS_KEY_ID!);
+    return name;
+  }
+
+  /**
+   * Whether the main user is refused the second user's buckets: on Ceph RGW, yes; on versitygw the
+   * main user is its root account, which reads every bucket.
+   */
+  get usersIsolated(): boolean {
+    return this.s3Env.S3_SERVER !== "versitygw";
   }
 
   /** Empty and delete a bucket (best effort). */

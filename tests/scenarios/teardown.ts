@@ -24,7 +24,7 @@ export const TEARDOWN: Scenario = {
         const nodes = e.nodeNames();
         const other = e.otherS3();
         const shared = await e.bucket("td-shared");
-        const theirs = await e.bucket("td-theirs", other);
+        const theirs = await e.otherUsersBucket("td-theirs");
         const secret = `td-secret-${unique()}`;
         await e.secret(
           secret,
@@ -147,6 +147,7 @@ export const TEARDOWN: Scenario = {
           await e.client.delete(SECRETS, secret, e.ns).catch(() => false);
           await e.dropBucket(shared);
           await e.dropBucket(theirs, other);
+          await e.dropBucket(theirs);
         }
       },
     );

@@ -16,6 +16,7 @@ import {
   buildDriverImages,
   deployDriver,
   type DeployedDriver,
+  resolveEngine,
 } from "../services/real_node/driver.ts";
 import { containerLog } from "../services/real_node/host.ts";
 import {
@@ -56,6 +57,23 @@ export class RealNodeParts {
     );
   }
 
+  /**
+   * The `mount-s3` engine for the Mountpoint image (`scripts/build_engine.sh`, cached); undefined:
+   * rclone only. Decides the S3 server: Ceph RGW 16 refuses mount-s3's multipart uploads.
+   */
+  engine: string | undefined;
+
+  /** Find (or build) the engine; resolves false when the step failed. */
+  async findEngine(): Promise<boolean> {
+    const e = await this.#r.step(
+      "mount-s3 engine for the Mountpoint image (scripts/build_engine.sh)",
+      () => resolveEngine(`${this.#logDir}/images.log`, this.#signal),
+      (x) => x.bin ? `${x.bin} (the Mountpoint Pods' default engine)` : `none: ${x.reason}; rclone`,
+    );
+    this.engine = e?.bin;
+    return e !== undefined;
+  }
+
   /** Relay on the node address to the S3 server, build + import images, deploy the driver. */
   async deploy(s3: S3Server): Promise<boolean> {
     const node = this.node!;
@@ -71,7 +89,7 @@ export class RealNodeParts {
     if (!relay) return false;
     const images = await r.step(
       "Driver images built and imported into containerd (scripts/build_images_local.ts)",
-      () => buildDriverImages(node, `${this.#logDir}/images.log`, this.#signal),
+      () => buildDriverImages(node, `${this.#logDir}/images.log`, this.engine, this.#signal),
       (out) =>
         out.trim().split("\n").map((l) => l.split(" ")[0]!.replace(/^IMAGE_\w+=/, "")).join(", "),
     );

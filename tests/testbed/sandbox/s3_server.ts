@@ -1,7 +1,9 @@
 /**
  * The sandbox's S3 server: Ceph RGW from `tests/testbed/services/s3/rgw_start.sh` in a state dir and on ports of
  * its own (so the shared test cluster is never touched, and teardown stops it), or the s3rver
- * fallback (`tests/testbed/services/s3/s3rver_start.ts`) when RGW cannot run (not root, or the start fails).
+ * fallback (`tests/testbed/services/s3/s3rver_start.ts`) when RGW cannot run (not root, or the start fails),
+ * or versitygw (`tests/testbed/services/versitygw/`) on request: the server that accepts the
+ * `mount-s3` engine's multipart uploads, which Ceph RGW 16 (Debian 12) answers wrongly.
  *
  * @module
  */
@@ -9,7 +11,7 @@ import { errorMessage } from "../../../src/util/errors.ts";
 import { ChildProcess, REPO_ROOT } from "./child_process.ts";
 
 /** Which server to use. */
-export type S3Choice = "auto" | "rgw" | "s3rver";
+export type S3Choice = "auto" | "rgw" | "s3rver" | "versitygw";
 
 /** Connection settings, as the scripts print them. */
 export interface S3Env {
@@ -23,7 +25,7 @@ export interface S3Env {
 
 /** A started server. */
 export interface S3Server {
-  readonly kind: "rgw" | "s3rver";
+  readonly kind: "rgw" | "s3rver" | "versitygw";
   readonly env: S3Env;
   /** Why RGW was not used, when it was not. */
   readonly note: string;
@@ -112,6 +114,44 @@ async function startRgw(logDir: string, signal: AbortSignal): Promise<S3Server> 
   };
 }
 
+/** Candidate versitygw ports (others use 17070 and the engine tier's own). */
+export const SANDBOX_VGW_PORTS = [17170, 17270, 17370] as const;
+
+async function startVersitygw(logDir: string, signal: AbortSignal): Promise<S3Server> {
+  const port = SANDBOX_VGW_PORTS.find(portFree) ?? SANDBOX_VGW_PORTS[0];
+  const vgwEnv = {
+    // Unique per sandbox, like RGW's.
+    VGW_STATE_DIR: `/var/tmp/s3csi-sandbox-vgw-${Deno.pid}-${crypto.randomUUID().slice(0, 8)}`,
+    VGW_PORT: String(port),
+  };
+  const stop = async () => {
+    await new Deno.Command("bash", {
+      args: [`${REPO_ROOT}tests/testbed/services/versitygw/stop.sh`, "--purge"],
+      env: vgwEnv,
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    await Deno.remove(`${vgwEnv.VGW_STATE_DIR}.lock`).catch(() => {});
+  };
+  const out = await new Deno.Command("bash", {
+    args: [`${REPO_ROOT}tests/testbed/services/versitygw/start.sh`],
+    env: vgwEnv,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    signal,
+  }).output();
+  await Deno.writeFile(`${logDir}/versitygw_start.log`, out.stderr);
+  if (!out.success) {
+    await stop();
+    const tail = new TextDecoder().decode(out.stderr).trim().split("\n").slice(-2).join(" ");
+    throw new Error(`versitygw start.sh failed (exit ${out.code}: ${tail})`);
+  }
+  const env = asS3Env(parseEnvLines(new TextDecoder().decode(out.stdout)), "versitygw start.sh");
+  return { kind: "versitygw", env, note: "", stop };
+}
+
 async function startS3rver(dir: string, logDir: string, note: string): Promise<S3Server> {
   const envFile = `${dir}/s3rver.env`;
   await Deno.mkdir(`${dir}/s3rver`, { recursive: true });
@@ -165,6 +205,7 @@ export async function startS3Server(
   signal: AbortSignal,
 ): Promise<S3Server> {
   if (choice === "s3rver") return await startS3rver(dir, logDir, "s3rver requested");
+  if (choice === "versitygw") return await startVersitygw(logDir, signal);
   if (choice === "auto" && Deno.uid() !== 0) {
     return await startS3rver(dir, logDir, "not root: RGW needs root to install and start");
   }

@@ -338,9 +338,9 @@ export class SandboxEnv {
     return true;
   }
 
-  async #startS3(): Promise<S3Server | undefined> {
+  async #startS3(choice: S3Choice = this.#o.s3): Promise<S3Server | undefined> {
     return await this.#r.step("S3 server", async () => {
-      this.s3 = await startS3Server(this.#o.s3, this.#o.dir, this.logDir, this.#o.signal);
+      this.s3 = await startS3Server(choice, this.#o.dir, this.logDir, this.#o.signal);
       const e = this.s3.env;
       this.s3Client = new S3Client({
         endpoint: e.S3_ENDPOINT,
@@ -366,7 +366,10 @@ export class SandboxEnv {
       userAgent: "s3csi-sandbox",
     });
     const c = this.client;
-    if (!(await this.#startS3())) return false;
+    if (!(await parts.findEngine())) return false;
+    // mount-s3's uploads need versitygw (Ceph RGW 16 refuses them): `auto` picks it then.
+    const s3 = this.#o.s3 === "auto" ? (parts.engine ? "versitygw" : "rgw") : this.#o.s3;
+    if (!(await this.#startS3(s3))) return false;
     if (!(await parts.deploy(this.s3!))) return false;
     const registered = await r.step(
       "Driver registered with the kubelet (CSINode lists it)",

@@ -6,7 +6,7 @@
 import type { OptionSpecs } from "../../../src/util/config.ts";
 
 /** S3 server choices. */
-export const S3_CHOICES = ["auto", "rgw", "s3rver"] as const;
+export const S3_CHOICES = ["auto", "rgw", "s3rver", "versitygw"] as const;
 
 /** Sandbox settings. */
 export const SANDBOX_OPTIONS = {
@@ -26,7 +26,8 @@ export const SANDBOX_OPTIONS = {
     env: "SANDBOX_S3",
     default: "auto",
     choices: S3_CHOICES,
-    description: "S3 server: auto (RGW as root, else s3rver), rgw, s3rver",
+    description:
+      "S3 server: auto (RGW as root, else s3rver; with --real-node versitygw when the Mountpoint image has mount-s3, whose writes Ceph RGW 16 refuses), rgw, s3rver, versitygw",
   },
   dir: {
     type: "string",

@@ -54,12 +54,45 @@ async function run(
 }
 
 /**
- * Build the driver images and import them into the node's containerd. Resolves with the
- * `IMAGE_<COMPONENT>=<ref> <archive>` lines of the build.
+ * Our `mount-s3` engine for the Mountpoint image (`scripts/build_engine.sh`: cached outside the
+ * repository, built when missing): its path, or undefined with the reason when this machine cannot
+ * build it (exit 3: no Rust toolchain, build dependencies missing) — the image then has rclone only.
+ */
+export async function resolveEngine(
+  logPath: string,
+  signal?: AbortSignal,
+): Promise<{ bin?: string; reason?: string }> {
+  await Deno.writeTextFile(logPath, "$ bash scripts/build_engine.sh\n", { append: true });
+  const r = await new Deno.Command("bash", {
+    args: ["scripts/build_engine.sh"],
+    cwd: REPO,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    ...(signal ? { signal } : {}),
+  }).output();
+  const dec = new TextDecoder();
+  const err = dec.decode(r.stderr);
+  await Deno.writeTextFile(logPath, err, { append: true });
+  const line = dec.decode(r.stdout).trim().split("\n").pop() ?? "";
+  if (r.code === 0 && line.startsWith("ENGINE_BIN=")) {
+    return { bin: line.slice("ENGINE_BIN=".length) };
+  }
+  const last = err.trim().split("\n").pop() ?? "";
+  if (r.code === 3) return { reason: last.replace(/^build_engine: SKIP: /, "") };
+  throw new DriverCommandError(
+    `scripts/build_engine.sh failed (exit ${r.code}, log ${logPath}): ${last}`,
+  );
+}
+
+/**
+ * Build the driver images and import them into the node's containerd; the Mountpoint image gets
+ * `engineBin` (else rclone only). Resolves with the `IMAGE_<COMPONENT>=<ref> <archive>` lines.
  */
 export async function buildDriverImages(
   node: Pick<RealNode, "containerdAddress">,
   logPath: string,
+  engineBin: string | undefined,
   signal?: AbortSignal,
 ): Promise<string> {
   return await run(
@@ -75,6 +108,8 @@ export async function buildDriverImages(
       LOCAL_REGISTRY,
       "--tag",
       DRIVER_VERSION,
+      "--engine-bin",
+      engineBin ?? "none",
     ],
     {},
     logPath,
