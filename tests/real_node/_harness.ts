@@ -233,15 +233,19 @@ export function realNodeS3Choice(hasMountS3: boolean): "rgw" | "versitygw" {
 }
 
 async function startTier(): Promise<Tier> {
+  // The engine first: a cold build takes minutes, no need for a cluster to idle meanwhile.
+  const engineLog = await Deno.makeTempFile({ prefix: "s3csi-real-node-engine-", suffix: ".log" });
+  const engine = await timed(
+    "mount-s3 engine (scripts/build_engine.sh)",
+    () => resolveEngine(engineLog),
+  );
   const node = await timed("cluster start (start.sh)", () => startRealNode());
   started.node = node;
   const logDir = `${node.state}/tests`;
   await Deno.mkdir(logDir, { recursive: true });
   started.logDir = logDir;
-  const engine = await timed(
-    "mount-s3 engine (scripts/build_engine.sh)",
-    () => resolveEngine(`${logDir}/images.log`),
-  );
+  await Deno.copyFile(engineLog, `${logDir}/engine.log`);
+  await Deno.remove(engineLog);
   report(
     engine.bin
       ? `Mountpoint image engines: mount-s3 (${engine.bin}) and rclone; mount-s3 is the default`
@@ -286,8 +290,8 @@ async function startTier(): Promise<Tier> {
 }
 
 /**
- * Undeploy (when deployed), stop the relay, the RGW and the node; resolves with what could not be
- * done. Used by the last tests and as a last resort.
+ * Stop the relay, the S3 server and the node (`stop.sh`, which also deletes what is left on the
+ * cluster and checks the host); resolves with what could not be done. Used by the last test.
  */
 export async function stopTier(): Promise<string[]> {
   const problems: string[] = [];
@@ -296,7 +300,7 @@ export async function stopTier(): Promise<string[]> {
   await started.relay?.close();
   started.relay = undefined;
   if (started.s3) {
-    await started.s3.stop().catch((err) => problems.push(`RGW stop: ${err}`));
+    await started.s3.stop().catch((err) => problems.push(`S3 server stop: ${err}`));
     started.s3 = undefined;
   }
   if (started.node) {
