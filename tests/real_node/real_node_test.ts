@@ -17,14 +17,19 @@ import {
   NAMESPACES,
   PODS,
   PRIORITY_CLASSES,
+  VALIDATING_ADMISSION_POLICIES,
+  VALIDATING_ADMISSION_POLICY_BINDINGS,
 } from "../../src/kube/resources.ts";
 import { CONTROLLER_CONTAINERS } from "../../src/deploy/render_controller.ts";
+import { PROVISIONER_CONTAINERS } from "../../src/deploy/render_provisioner.ts";
 import { NODE_CONTAINERS } from "../../src/deploy/render_node.ts";
 import {
   CONTROLLER_DEPLOYMENT,
   LABEL_PART_OF,
   NODE_DAEMONSET,
+  NODE_POLICY,
   PART_OF,
+  PROVISIONER_DEPLOYMENT,
   PROVISIONER_LEASE,
 } from "../../src/deploy/names.ts";
 import { defaultValues } from "../../src/deploy/values.ts";
@@ -72,7 +77,7 @@ interface WorkloadLike extends KubeObject {
 realNodeTest(
   "real node: deno task deploy rolls out the driver; pods reach S3",
   async ({ cluster: e, node, podEndpoint, driver }, t) => {
-    await t.step("CSIDriver, DaemonSet and Deployment as rendered, all Ready", async () => {
+    await t.step("CSIDriver, DaemonSet and Deployments as rendered, all Ready", async () => {
       assert.match(driver.summary, /Deployed s3\.csi\.scality\.com/);
       const csiDriver = await e.client.get<CsiDriverLike>(CSI_DRIVERS, DRIVER_NAME);
       assert.equal(csiDriver?.spec?.attachRequired, false);
@@ -85,7 +90,13 @@ realNodeTest(
         CONTROLLER_DEPLOYMENT,
         DRIVER_NAMESPACE,
       );
-      assert.equal(dep?.status?.readyReplicas, 1, "Deployment: 1/1 ready");
+      assert.equal(dep?.status?.readyReplicas, 1, "controller Deployment: 1/1 ready");
+      const prov = await e.client.get<WorkloadLike>(
+        DEPLOYMENTS,
+        PROVISIONER_DEPLOYMENT,
+        DRIVER_NAMESPACE,
+      );
+      assert.equal(prov?.status?.readyReplicas, 1, "provisioning Deployment: 1/1 ready");
       const nodePod = (await e.nodePluginPod())!;
       assert.deepEqual(
         nodePod.status?.containerStatuses?.map((c) => `${c.name} ${c.ready}`).sort(),
@@ -99,13 +110,32 @@ realNodeTest(
       assert.deepEqual(
         ctrlPod.status?.containerStatuses?.map((c) => `${c.name} ${c.ready}`).sort(),
         Object.values(CONTROLLER_CONTAINERS).map((n) => `${n} true`).sort(),
-        "controller and csi-provisioner ready",
+        "controller ready",
       );
-      for (const p of [nodePod, ctrlPod]) {
+      const provPod = (await e.client.list<Pod>(PODS, {
+        namespace: DRIVER_NAMESPACE,
+        labelSelector: `app=${PROVISIONER_DEPLOYMENT}`,
+      })).items[0]!;
+      assert.deepEqual(
+        provPod.status?.containerStatuses?.map((c) => `${c.name} ${c.ready}`).sort(),
+        Object.values(PROVISIONER_CONTAINERS).map((n) => `${n} true`).sort(),
+        "CSI Controller service and csi-provisioner ready",
+      );
+      for (const p of [nodePod, ctrlPod, provPod]) {
         for (const c of p.status?.containerStatuses ?? []) {
           assert.match(c.image, /^localhost\//, `${c.name} runs a locally built image`);
         }
       }
+    });
+    await t.step("the node's Node patch is under the rendered admission policy", async () => {
+      const policies = (await e.client.list(VALIDATING_ADMISSION_POLICIES, {
+        labelSelector: `${LABEL_PART_OF}=${PART_OF}`,
+      })).items.map((x) => x.metadata?.name);
+      assert.deepEqual(policies, [NODE_POLICY], "the policy is served by the real apiserver");
+      const bindings = (await e.client.list(VALIDATING_ADMISSION_POLICY_BINDINGS, {
+        labelSelector: `${LABEL_PART_OF}=${PART_OF}`,
+      })).items;
+      assert.equal(bindings.length, 1, "and bound");
     });
     await t.step("registrar: CSINode lists the driver; provisioner holds its Lease", async () => {
       const csiNode = await e.client.get<{ spec?: { drivers?: { name: string }[] } } & KubeObject>(
@@ -189,6 +219,7 @@ realNodeFinalTest("real node: deno task undeploy removes everything", async (t) 
     assert.equal(await c.get(CSI_DRIVERS, DRIVER_NAME), undefined, "CSIDriver");
     assert.equal(await c.get(DAEMONSETS, NODE_DAEMONSET, DRIVER_NAMESPACE), undefined);
     assert.equal(await c.get(DEPLOYMENTS, CONTROLLER_DEPLOYMENT, DRIVER_NAMESPACE), undefined);
+    assert.equal(await c.get(DEPLOYMENTS, PROVISIONER_DEPLOYMENT, DRIVER_NAMESPACE), undefined);
     assert.equal(await c.get(NAMESPACES, DEFAULT_MOUNTPOINT_NAMESPACE), undefined, "mount-s3");
     assert.deepEqual(
       (await c.list(CRDS)).items.filter((x) => x.metadata?.name?.endsWith(".s3.csi.scality.com"))
@@ -196,7 +227,14 @@ realNodeFinalTest("real node: deno task undeploy removes everything", async (t) 
       [],
       "CRD",
     );
-    for (const r of [PRIORITY_CLASSES, CLUSTER_ROLES]) {
+    for (
+      const r of [
+        PRIORITY_CLASSES,
+        CLUSTER_ROLES,
+        VALIDATING_ADMISSION_POLICIES,
+        VALIDATING_ADMISSION_POLICY_BINDINGS,
+      ]
+    ) {
       assert.deepEqual(
         (await c.list(r, { labelSelector: `${LABEL_PART_OF}=${PART_OF}` })).items.map((x) =>
           x.metadata?.name

@@ -95,7 +95,7 @@ export class RealNodeParts {
     );
     if (images === undefined) return false;
     const driver = await r.step(
-      "Driver deployed (deno task deploy): CSIDriver, controller + csi-provisioner, node plugin + registrar + livenessprobe, all Ready",
+      "Driver deployed (deno task deploy): CSIDriver, controller, provisioning (csi-provisioner), node plugin + registrar + livenessprobe, all Ready",
       async () =>
         this.driver = await deployDriver(
           node,
