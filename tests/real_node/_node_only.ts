@@ -313,7 +313,15 @@ export async function controllerCrash(tier: Tier, step: Step): Promise<void> {
     }
     await step("workloads deleted: released by the restarted controller", async () => {
       for (const n of names) await e.deletePod(n);
-      await e.waitReleased();
+      // Within the event path's time, not the stale cleaner's (2 min + 2 min by default).
+      await e.waitReleased().catch(async (err) => {
+        const left = (await e.s3pas()).map((s) =>
+          `${s.metadata?.name} still lists ${
+            Object.values(s.spec?.mountpointS3PodAttachments ?? {}).flat().length
+          } deleted workload(s)`
+        );
+        throw new Error(`${err}: ${left.join("; ")}`);
+      });
       assert.deepEqual(await e.fuseMounts(), []);
     });
   } finally {
