@@ -6,6 +6,10 @@
  * root is mounted at the same path in the container with `Bidirectional` propagation: the plugin's
  * FUSE source mounts (`<kubelet>/plugins/<driver>/mnt`) and the bind mounts into pod target paths
  * (`<kubelet>/pods/…`) must reach the host, and the Mountpoint Pods' comm dirs are read through it.
+ * The plugin dir (the socket dir) holds the source mounts too (`mnt/`): every container mounts it
+ * with `HostToContainer` propagation, so the copies of the sources a (re)started container gets
+ * follow the host and go when the host unmounts them — a private copy would keep the FUSE
+ * connection of a released Mountpoint Pod alive for as long as that container runs.
  *
  * @module
  */
@@ -37,6 +41,15 @@ export const NODE_CONTAINERS = {
 
 /** Directory of the CSI socket inside the node containers (the host plugin dir is mounted here). */
 export const NODE_SOCKET_DIR = "/csi";
+/**
+ * The plugin dir in every node container: `HostToContainer`, because it also holds the FUSE
+ * source mounts (see the module doc).
+ */
+const PLUGIN_DIR_MOUNT = {
+  name: "plugin-dir",
+  mountPath: NODE_SOCKET_DIR,
+  mountPropagation: "HostToContainer",
+} as const;
 /** The node plugin's CSI endpoint inside its container. */
 export const NODE_CSI_ENDPOINT = `unix://${NODE_SOCKET_DIR}/csi.sock`;
 /** Kubelet's plugin registration directory, relative to the kubelet root. */
@@ -94,7 +107,7 @@ export function renderNodeDaemonSet(v: DeployValues): Manifest {
     ],
     volumeMounts: [
       { name: "kubelet-dir", mountPath: kubelet, mountPropagation: "Bidirectional" },
-      { name: "plugin-dir", mountPath: NODE_SOCKET_DIR },
+      PLUGIN_DIR_MOUNT,
       { name: "fuse-device", mountPath: "/dev/fuse" },
       { name: "tmp", mountPath: "/tmp" },
       ...ca.mounts,
@@ -130,7 +143,7 @@ export function renderNodeDaemonSet(v: DeployValues): Manifest {
     ],
     ports: [{ name: "registrar", containerPort: n.registrarHealthPort, protocol: "TCP" }],
     volumeMounts: [
-      { name: "plugin-dir", mountPath: NODE_SOCKET_DIR },
+      PLUGIN_DIR_MOUNT,
       { name: "registration-dir", mountPath: "/registration" },
     ],
     resources: sidecarResources,
@@ -153,7 +166,7 @@ export function renderNodeDaemonSet(v: DeployValues): Manifest {
       "--probe-timeout=3s",
       "--v=2",
     ],
-    volumeMounts: [{ name: "plugin-dir", mountPath: NODE_SOCKET_DIR }],
+    volumeMounts: [PLUGIN_DIR_MOUNT],
     resources: sidecarResources,
     // Its own liveness: its listener answers (whether the plugin is healthy is the plugin's probe).
     livenessProbe: {

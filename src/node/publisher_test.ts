@@ -193,3 +193,89 @@ Deno.test("Unmounter: startup removes orphaned and dead sources", async () => {
   w.files.failStat(sourceMountDir(ROOT, "mp-live"), new SysError(107, "stat"));
   assert.deepEqual(await unmounter.cleanAtStartup(), ["mp-live"]);
 });
+
+Deno.test("Unmounter: startup detaches the runtime's copies of sources (the socket dir's mnt/)", async () => {
+  await using w = await world();
+  await w.addMountpointPod("mp-live");
+  await w.assign("pv-1", "mp-live", ["uid-a"]);
+  const target = w.target("uid-a", "pv-1");
+  await w.publisher.publish(validatePublish(req(target), ROOT), {});
+  const source = sourceMountDir(ROOT, "mp-live");
+  // What the runtime did when it started the container: the plugin dir, with its mnt/, at /csi.
+  await w.sys.bindMount(source, "/csi/mnt/mp-live");
+  // Not a copy: another path of the same connection that does not look like a source dir.
+  await w.sys.bindMount(source, "/elsewhere/mp-live");
+  const unmounter = new Unmounter({
+    sys: w.sys,
+    files: w.files,
+    pods: w.pods,
+    locks: w.locks,
+    health: w.health,
+    kubeletRoot: ROOT,
+    inUseWaitMs: 50,
+    pollMs: 5,
+  });
+  assert.deepEqual(await unmounter.cleanAtStartup(), []);
+  assert.deepEqual(w.sys.callsOf("unmount").map((c) => c.args[0]), ["/csi/mnt/mp-live"]);
+  assert.ok(findMount(w.sys.mounts, source), "the source stays");
+  assert.ok(findMount(w.sys.mounts, target), "the workload's target stays");
+  assert.ok(findMount(w.sys.mounts, "/elsewhere/mp-live"), "other references are not copies");
+});
+
+Deno.test("Unmounter: a copy of the source (/csi/mnt/<pod>) is no reference; it goes with the source", async () => {
+  await using w = await world();
+  await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const t = w.target("uid-a", "pv-1");
+  await w.publisher.publish(validatePublish(req(t), ROOT), {});
+  const source = sourceMountDir(ROOT, "mp-1");
+  await w.sys.bindMount(source, "/csi/mnt/mp-1");
+  await w.publisher.unpublish(t);
+  const unmounter = new Unmounter({
+    sys: w.sys,
+    files: w.files,
+    pods: w.pods,
+    locks: w.locks,
+    health: w.health,
+    kubeletRoot: ROOT,
+    inUseWaitMs: 50,
+    pollMs: 5,
+  });
+  assert.equal(await unmounter.unmountPod(w.pods.pod("mp-1")!), "unmounted");
+  assert.equal(findMount(w.sys.mounts, source), undefined);
+  assert.equal(findMount(w.sys.mounts, "/csi/mnt/mp-1"), undefined, "the copy is detached too");
+});
+
+Deno.test("Unmounter: startup never waits for a needs-unmount source in use; it unmounts it once free", async () => {
+  await using w = await world();
+  await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const t = w.target("uid-a", "pv-1");
+  await w.publisher.publish(validatePublish(req(t), ROOT), {});
+  await w.kube.patch(PODS, "mp-1", "mount-s3", {
+    metadata: { annotations: { [ANNOTATION_NEEDS_UNMOUNT]: "true" } },
+  });
+  for (let i = 0; i < 100 && !w.pods.pod("mp-1")?.metadata?.annotations; i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  const unmounter = new Unmounter({
+    sys: w.sys,
+    files: w.files,
+    pods: w.pods,
+    locks: w.locks,
+    health: w.health,
+    kubeletRoot: ROOT,
+    inUseWaitMs: 60_000,
+    pollMs: 5,
+  });
+  const source = sourceMountDir(ROOT, "mp-1");
+  // The target (the kubelet unpublishes it only once the plugin serves) still holds the source.
+  assert.deepEqual(await unmounter.cleanAtStartup(), []);
+  assert.ok(findMount(w.sys.mounts, source), "still mounted: in use");
+  await w.publisher.unpublish(t);
+  for (let i = 0; i < 400 && findMount(w.sys.mounts, source); i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.equal(findMount(w.sys.mounts, source), undefined, "unmounted in the background");
+  await w.locks.run("mp-1", () => {});
+});

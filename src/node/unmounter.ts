@@ -8,6 +8,10 @@
  *   dir is the pod's: it is used only through a `DirHandle` (no link followed).
  * - On delete of a Mountpoint Pod, and at startup for every source dir: a source whose pod is gone
  *   (orphaned) or whose mount is dead is unmounted and removed.
+ * - At startup, copies of the source mounts elsewhere in the plugin's own mount namespace (the
+ *   container runtime copies the sources that exist when it bind-mounts the plugin dir at the
+ *   socket dir) are detached: they would count as a reference forever and keep the FUSE
+ *   connections alive after their sources are unmounted.
  *
  * Every action on a pod runs under the same per-pod lock as publishing.
  *
@@ -41,6 +45,17 @@ export interface UnmounterOptions {
   readonly inUseWaitMs?: number;
   /** Pause between checks while waiting. @default 250 */
   readonly pollMs?: number;
+}
+
+/**
+ * True when `path` is a copy of `source` (`<kubelet>/plugins/<driver>/mnt/<pod>`) the container
+ * runtime made where the plugin dir is mounted again (`/csi/mnt/<pod>`): same last two path
+ * components, outside the kubelet root. Such a copy is never a workload's reference.
+ */
+export function isSourceCopy(path: string, source: string, kubeletRoot: string): boolean {
+  const tail = source.split("/").slice(-2).join("/");
+  return path !== source && !path.startsWith(`${kubeletRoot.replace(/\/+$/, "")}/`) &&
+    path.endsWith(`/${tail}`);
 }
 
 /** What {@link Unmounter.unmountPod} did. */
@@ -92,8 +107,11 @@ export class Unmounter {
     );
   }
 
-  /** Clean exit of one pod marked `needs-unmount`. */
-  unmountPod(pod: MountpointPod): Promise<UnmountOutcome> {
+  /**
+   * Clean exit of one pod marked `needs-unmount`. `waitInUse: false` answers `in-use` at once
+   * instead of waiting (bounded) for the source's bind mounts to go.
+   */
+  unmountPod(pod: MountpointPod, opts: { waitInUse?: boolean } = {}): Promise<UnmountOutcome> {
     const name = pod.metadata?.name ?? "";
     const { sys, files, locks, kubeletRoot } = this.#o;
     return locks.run(name, async () => {
@@ -119,7 +137,7 @@ export class Unmounter {
       let outcome: UnmountOutcome = "not-mounted";
       const src = findMount(await sys.readMountInfo(), source);
       if (src) {
-        if (!(await this.#waitUnused(source))) {
+        if (!(await this.#waitUnused(source, opts.waitInUse === false ? 0 : undefined))) {
           log.info("Source {source} of {pod} is still in use; will retry", { source, pod: name });
           return "in-use";
         }
@@ -130,6 +148,7 @@ export class Unmounter {
           });
           await sys.unmount(source, { detach: true });
         });
+        await this.#detachCopies(source, src.majorMinor);
         outcome = "unmounted";
       }
       await files.remove(source).catch(() => {});
@@ -148,8 +167,12 @@ export class Unmounter {
     return locks.run(name, async () => {
       if (this.#o.pods.pod(name)) return false;
       const source = sourceMountDir(kubeletRoot, name);
-      const mounted = findMount(await sys.readMountInfo(), source) !== undefined;
-      if (mounted) await sys.unmount(source, { detach: true });
+      const src = findMount(await sys.readMountInfo(), source);
+      const mounted = src !== undefined;
+      if (src) {
+        await sys.unmount(source, { detach: true });
+        await this.#detachCopies(source, src.majorMinor);
+      }
       const removed = await files.remove(source).catch(() => false);
       if (mounted || removed) {
         log.info("Removed orphaned source {source} (Mountpoint Pod gone)", { source });
@@ -164,6 +187,7 @@ export class Unmounter {
    */
   async cleanAtStartup(): Promise<string[]> {
     const { files, kubeletRoot, pods } = this.#o;
+    await this.#dropCopies();
     const cleaned: string[] = [];
     for (const name of await files.readDir(sourceMountRoot(kubeletRoot))) {
       const pod = pods.pod(name);
@@ -172,12 +196,71 @@ export class Unmounter {
         continue;
       }
       if (isAnnotatedTrue(pod.metadata?.annotations, ANNOTATION_NEEDS_UNMOUNT)) {
-        if ((await this.unmountPod(pod)) === "unmounted") cleaned.push(name);
+        // Never wait here: a workload's target that still holds the source goes only when the
+        // kubelet unpublishes it, through the socket this process serves after the clean-up (the
+        // kubelet and the plugin restarted together). The wait happens in the background.
+        const outcome = await this.unmountPod(pod, { waitInUse: false });
+        if (outcome === "unmounted") cleaned.push(name);
+        else if (outcome === "in-use") this.#spawn(pod);
         continue;
       }
       if (await this.#cleanDead(name)) cleaned.push(name);
     }
     return cleaned;
+  }
+
+  /**
+   * Detach the copies of source mounts that live outside the kubelet root at `…/mnt/<pod>` (where
+   * the plugin dir is mounted again, e.g. the socket dir `/csi`): the runtime made them when it
+   * started this container, they are this namespace's own, and they are never a workload's
+   * target. Returns their paths.
+   */
+  async #dropCopies(): Promise<string[]> {
+    const { sys, kubeletRoot } = this.#o;
+    const root = sourceMountRoot(kubeletRoot);
+    const mounts = await sys.readMountInfo();
+    const dropped: string[] = [];
+    for (const src of mounts) {
+      if (!src.mountPoint.startsWith(`${root}/`)) continue;
+      const name = src.mountPoint.slice(root.length + 1);
+      if (!name || name.includes("/")) continue;
+      for (const copy of mountsOfSource(mounts, src)) {
+        const path = copy.mountPoint;
+        if (!isSourceCopy(path, src.mountPoint, kubeletRoot)) continue;
+        try {
+          await sys.unmount(path, { detach: true });
+          dropped.push(path);
+        } catch (err) {
+          log.warn("Could not detach {path}, a copy of source {source}: {error}", {
+            path,
+            source: src.mountPoint,
+            error: errorMessage(err),
+          });
+        }
+      }
+    }
+    if (dropped.length) {
+      log.info("Detached {count} copies of source mounts in this mount namespace: {paths}", {
+        count: dropped.length,
+        paths: dropped,
+      });
+    }
+    return dropped;
+  }
+
+  /** Detach what is left of `source`'s copies in this namespace once it is unmounted. */
+  async #detachCopies(source: string, majorMinor: string): Promise<void> {
+    const { sys, kubeletRoot } = this.#o;
+    for (const m of await sys.readMountInfo()) {
+      if (m.majorMinor !== majorMinor || !isSourceCopy(m.mountPoint, source, kubeletRoot)) continue;
+      await sys.unmount(m.mountPoint, { detach: true }).catch((err) =>
+        log.warn("Could not detach {path}, a copy of source {source}: {error}", {
+          path: m.mountPoint,
+          source,
+          error: errorMessage(err),
+        })
+      );
+    }
   }
 
   async #cleanDead(name: string): Promise<boolean> {
@@ -197,12 +280,16 @@ export class Unmounter {
     });
   }
 
-  async #waitUnused(source: string): Promise<boolean> {
-    const deadline = performance.now() + (this.#o.inUseWaitMs ?? 30_000);
+  async #waitUnused(source: string, waitMs = this.#o.inUseWaitMs ?? 30_000): Promise<boolean> {
+    const deadline = performance.now() + waitMs;
     for (;;) {
       const mounts = await this.#o.sys.readMountInfo();
       const src = findMount(mounts, source);
-      if (!src || mountsOfSource(mounts, src).length <= 1) return true;
+      if (!src) return true;
+      const refs = mountsOfSource(mounts, src).filter((m) =>
+        m.mountPoint !== source && !isSourceCopy(m.mountPoint, source, this.#o.kubeletRoot)
+      );
+      if (!refs.length) return true;
       if (performance.now() >= deadline || this.#signal?.aborted) return false;
       await sleep(this.#o.pollMs ?? 250, this.#signal);
     }

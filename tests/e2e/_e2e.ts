@@ -11,26 +11,11 @@
  * @module
  */
 import assert from "node:assert/strict";
-import {
-  CreateBucketCommand,
-  DeleteBucketCommand,
-  DeleteObjectCommand,
-  GetObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-} from "@aws-sdk/client-s3";
-import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import type { KubeClient } from "../../src/kube/client.ts";
 import { ApiEventRecorder } from "../../src/kube/event_recorder.ts";
-import { EVENTS, PODS, PVCS, PVS, SECRETS } from "../../src/kube/resources.ts";
-import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
-import {
-  ANNOTATION_NEEDS_UNMOUNT,
-  COMPONENT_MOUNTPOINT_POD,
-  DEFAULT_MOUNTPOINT_NAMESPACE,
-  LABEL_COMPONENT,
-} from "../../src/mppod/labels.ts";
+import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
+import { CREDENTIALS_FILE } from "../../src/node/credentials.ts";
 import { Provisioner } from "../testbed/csi_provisioner/provisioner.ts";
 import { ChildProcess } from "../testbed/sandbox/child_process.ts";
 import { mountsUnder, processesUsing } from "../testbed/sandbox/sandbox.ts";
@@ -39,8 +24,8 @@ import type { S3Env } from "../testbed/sandbox/s3_server.ts";
 import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
 import { unmount } from "../../src/sys/mount.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
-import { DRIVER_NAME } from "../../src/util/version.ts";
-import { waitFor } from "../_helpers.ts";
+import { runToEnd } from "../_helpers.ts";
+import { findFiles, type Scenario, ScenarioCluster, stepsOf } from "../scenarios/cluster.ts";
 
 /** Namespace of the workloads. */
 export const NS = "default";
@@ -67,63 +52,14 @@ export function e2eSkipReason(): string | undefined {
   return undefined;
 }
 
-/** A short random suffix for unique names. */
-export function unique(): string {
-  return crypto.randomUUID().slice(0, 8);
-}
-
-/** A volume of {@link E2E.pod}. */
-export interface PodVolume {
-  readonly claim: string;
-  readonly mountPath: string;
-  /** `persistentVolumeClaim.readOnly` (and the mount's `readOnly`). */
-  readonly readOnly?: boolean;
-}
-
-/** Settings of {@link E2E.pod}. */
-export interface PodOptions {
-  readonly name: string;
-  /** `sh -c` script; mount paths in it are rewritten to the host paths by the kubelet. */
-  readonly script: string;
-  readonly volumes: readonly PodVolume[];
-  readonly runAsUser?: number;
-  readonly runAsGroup?: number;
-  /** Omitted when null. @default 1000 */
-  readonly fsGroup?: number | null;
-  /** Pin to a node. */
-  readonly node?: string;
-  readonly env?: Record<string, string>;
-}
-
-/** Settings of {@link E2E.staticVolume}. */
-export interface StaticVolumeOptions {
-  readonly bucket: string;
-  readonly mountOptions?: string[];
-  readonly accessModes?: string[];
-  readonly attributes?: Record<string, string>;
-  /** `nodePublishSecretRef` (namespace {@link NS}). */
-  readonly secret?: string;
-}
-
-/** An event as the tests read it. */
-export interface KubeEvent extends KubeObject {
-  reason?: string;
-  message?: string;
-  type?: string;
-  involvedObject?: { uid?: string; name?: string; kind?: string };
-}
-
-interface S3paLike extends KubeObject {
-  spec?: { mountpointS3PodAttachments?: Record<string, { workloadPodUID: string }[]> };
-}
-
-/** One running sandbox and helpers to drive it. */
-export class E2E {
+/** One running sandbox, as a {@link ScenarioCluster}. */
+export class E2E extends ScenarioCluster {
   readonly env: SandboxEnv;
   readonly dir: string;
   provisioner: Provisioner | undefined;
 
   constructor(env: SandboxEnv, dir: string) {
+    super();
     this.env = env;
     this.dir = dir;
   }
@@ -132,186 +68,42 @@ export class E2E {
     return this.env.client!;
   }
 
-  get s3(): S3Client {
-    return this.env.s3Client!;
-  }
-
   /** The sandbox RGW's settings (incl. the second user's keys). */
   get s3Env(): S3Env {
     return this.env.s3!.env;
   }
 
-  /** An S3 client of the second RGW user. */
-  otherS3(): S3Client {
-    const e = this.s3Env;
-    return new S3Client({
-      endpoint: e.S3_ENDPOINT,
-      region: e.AWS_REGION,
-      forcePathStyle: true,
-      credentials: {
-        accessKeyId: e.S3_OTHER_ACCESS_KEY_ID!,
-        secretAccessKey: e.S3_OTHER_SECRET_ACCESS_KEY!,
-      },
-      requestChecksumCalculation: "WHEN_REQUIRED",
-      responseChecksumValidation: "WHEN_REQUIRED",
-    });
+  get ns(): string {
+    return NS;
   }
 
-  /** Create a bucket (with `client`, default the main user); returns its name. */
-  async bucket(prefix: string, client: S3Client = this.s3): Promise<string> {
-    const name = `${prefix}-${unique()}`;
-    await client.send(new CreateBucketCommand({ Bucket: name }));
-    return name;
+  /** The kubelet emulator runs `busybox` from the host. */
+  get workloadImage(): { image: string } {
+    return { image: "busybox" };
   }
 
-  /** Empty and delete a bucket (best effort; the sandbox's RGW is purged at the end anyway). */
-  async dropBucket(bucket: string, client: S3Client = this.s3): Promise<void> {
-    try {
-      const list = await client.send(new ListObjectsV2Command({ Bucket: bucket }));
-      for (const o of list.Contents ?? []) {
-        await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: o.Key! }));
-      }
-      await client.send(new DeleteBucketCommand({ Bucket: bucket }));
-    } catch { /* best effort */ }
+  nodeNames(): string[] {
+    return this.env.nodes.map((n) => n.name);
   }
 
-  /** Put an object. */
-  async put(
-    bucket: string,
-    key: string,
-    body: string,
-    client: S3Client = this.s3,
-  ): Promise<void> {
-    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
-  }
-
-  /** An object's body as text. */
-  async get(bucket: string, key: string, client: S3Client = this.s3): Promise<string> {
-    const r = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-    return await r.Body!.transformToString();
-  }
-
-  /** Keys of a bucket (optionally under a prefix). */
-  async keys(bucket: string, prefix?: string, client: S3Client = this.s3): Promise<string[]> {
-    const r = await client.send(
-      new ListObjectsV2Command({ Bucket: bucket, ...(prefix ? { Prefix: prefix } : {}) }),
-    );
-    return (r.Contents ?? []).map((o) => o.Key!).sort();
-  }
-
-  /** A Secret in {@link NS} with node-publish keys. */
-  async secret(name: string, accessKeyId: string, secretAccessKey: string): Promise<void> {
-    await this.client.create(SECRETS, {
-      metadata: { name, namespace: NS },
-      type: "Opaque",
-      data: { access_key_id: btoa(accessKeyId), secret_access_key: btoa(secretAccessKey) },
-    } as KubeObject);
-  }
-
-  /** A static PV (Retain) and its PVC, both named `name`, waited until Bound. */
-  async staticVolume(name: string, o: StaticVolumeOptions): Promise<void> {
-    const accessModes = o.accessModes ?? ["ReadWriteMany"];
-    await this.client.create(PVS, {
-      metadata: { name },
-      spec: {
-        capacity: { storage: "1Gi" },
-        accessModes,
-        persistentVolumeReclaimPolicy: "Retain",
-        storageClassName: "",
-        mountOptions: o.mountOptions ?? ["allow-delete", "allow-overwrite"],
-        csi: {
-          driver: DRIVER_NAME,
-          volumeHandle: `static-${name}`,
-          volumeAttributes: { bucketName: o.bucket, ...o.attributes },
-          ...(o.secret ? { nodePublishSecretRef: { name: o.secret, namespace: NS } } : {}),
-        },
-      },
-    } as KubeObject);
-    await this.client.create(PVCS, {
-      metadata: { name, namespace: NS },
-      spec: {
-        accessModes,
-        storageClassName: "",
-        resources: { requests: { storage: "1Gi" } },
-        volumeName: name,
-      },
-    } as KubeObject);
-    await this.waitBound(name);
-  }
-
-  /** Wait until the PVC `name` is Bound. */
-  async waitBound(name: string, timeoutMs = 30_000): Promise<void> {
-    await waitFor(`PVC ${name} Bound`, async () => {
-      const p = await this.client.get<KubeObject & { status?: { phase?: string } }>(
-        PVCS,
-        name,
-        NS,
-      );
-      return p?.status?.phase === "Bound";
-    }, { timeoutMs, intervalMs: 150 });
-  }
-
-  /** Delete a PVC and its (static) PV. */
-  async dropVolume(name: string): Promise<void> {
-    await this.client.delete(PVCS, name, NS).catch(() => false);
-    await this.client.delete(PVS, name).catch(() => false);
-  }
-
-  /** Create a workload pod running `sh -c script`. */
-  async pod(o: PodOptions): Promise<Pod> {
-    const fsGroup = o.fsGroup === undefined ? 1000 : o.fsGroup;
-    return await this.client.create<Pod>(PODS, {
-      metadata: { name: o.name, namespace: NS },
-      spec: {
-        restartPolicy: "Never",
-        terminationGracePeriodSeconds: 3,
-        ...(o.node ? { nodeSelector: { "kubernetes.io/hostname": o.node } } : {}),
-        securityContext: {
-          runAsUser: o.runAsUser ?? 1000,
-          runAsGroup: o.runAsGroup ?? 1000,
-          ...(fsGroup !== null ? { fsGroup } : {}),
-        },
-        containers: [{
-          name: "main",
-          image: "busybox",
-          command: ["sh", "-c", o.script],
-          env: Object.entries(o.env ?? {}).map(([name, value]) => ({ name, value })),
-          volumeMounts: o.volumes.map((v, i) => ({
-            name: `v${i}`,
-            mountPath: v.mountPath,
-            ...(v.readOnly ? { readOnly: true } : {}),
-          })),
-        }],
-        volumes: o.volumes.map((v, i) => ({
-          name: `v${i}`,
-          persistentVolumeClaim: { claimName: v.claim, ...(v.readOnly ? { readOnly: true } : {}) },
-        })),
-      },
-    } as unknown as Pod);
-  }
-
-  /** FailedMount (or any `reason`) events of a pod. */
-  async events(pod: Pod, reason = "FailedMount"): Promise<KubeEvent[]> {
-    return (await this.client.list<KubeEvent>(EVENTS, { namespace: NS })).items.filter((e) =>
-      e.reason === reason && e.involvedObject?.uid === pod.metadata.uid
-    );
+  kubeletRoot(node: string): string {
+    const n = this.env.nodes.find((x) => x.name === node);
+    if (!n) throw new Error(`no node ${node}`);
+    return n.root;
   }
 
   /** Container output of a pod (current run). */
-  async log(pod: Pod): Promise<string> {
+  async log(pod: Pod, container = "main"): Promise<string> {
     for (const n of this.env.nodes) {
-      const path = n.kubelet.containerLogPath(pod.metadata.uid, "main") ??
-        `${n.root}/pod-logs/${NS}_${pod.metadata.name}_${pod.metadata.uid}/main/0.log`;
+      const path = n.kubelet.containerLogPath(pod.metadata.uid, container) ??
+        `${n.root}/pod-logs/${NS}_${pod.metadata.name}_${pod.metadata.uid}/${container}/0.log`;
       const text = await Deno.readTextFile(path).catch(() => undefined);
       if (text !== undefined) return text;
     }
     return "";
   }
 
-  /** Why a pod is not done: last FailedMount event and the container output. */
-  async #diagnose(pod: Pod): Promise<string> {
-    const last = (await this.events(pod)).at(-1)?.message;
-    const p = await this.client.get<Pod>(PODS, pod.metadata.name, NS);
+  protected async nodePluginLogs(): Promise<string> {
     // The node plugins' own words (restarts included) explain most publish failures.
     const plugins = await Promise.all(this.env.nodes.map(async (n) => {
       const text = await Deno.readTextFile(n.plugin.logPath).catch(() => "");
@@ -319,127 +111,7 @@ export class E2E {
         text.slice(-1500)
       }`;
     }));
-    return `phase ${p?.status?.phase ?? "gone"}${last ? `; last FailedMount: ${last}` : ""}; log: ${
-      JSON.stringify((await this.log(pod)).slice(-800))
-    }${plugins.join("")}`;
-  }
-
-  /** Wait until a pod reached one of `phases` (Failed is an error unless listed). */
-  async waitPhase(pod: Pod, phases: string[], timeoutMs = 60_000): Promise<Pod> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const p = await this.client.get<Pod>(PODS, pod.metadata.name, NS);
-      const phase = p?.status?.phase ?? "";
-      if (phases.includes(phase)) return p!;
-      if (phase === "Failed") {
-        throw new Error(`pod ${pod.metadata.name} failed: ${await this.#diagnose(pod)}`);
-      }
-      if (Date.now() > deadline) {
-        throw new Error(
-          `pod ${pod.metadata.name} not ${phases.join("/")} within ${
-            timeoutMs / 1000
-          } s: ${await this
-            .#diagnose(pod)}`,
-        );
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-
-  /** Run a pod to completion; returns its output. */
-  async run(o: PodOptions, timeoutMs = 60_000): Promise<string> {
-    const pod = await this.pod(o);
-    try {
-      await this.waitPhase(pod, ["Succeeded"], timeoutMs);
-      return await this.log(pod);
-    } finally {
-      await this.deletePod(pod.metadata.name);
-    }
-  }
-
-  /** Wait until a running pod printed `marker`. */
-  async waitLog(pod: Pod, marker: string, timeoutMs = 60_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await this.log(pod)).includes(marker)) {
-      const p = await this.client.get<Pod>(PODS, pod.metadata.name, NS);
-      if (p?.status?.phase === "Failed" || p?.status?.phase === "Succeeded") {
-        throw new Error(`pod ${pod.metadata.name} ended: ${await this.#diagnose(pod)}`);
-      }
-      if (Date.now() > deadline) {
-        throw new Error(`pod ${pod.metadata.name} did not print ${marker}: ${await this.#diagnose(
-          pod,
-        )}`);
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-
-  /** Delete a pod and wait until it is gone (unpublished). */
-  async deletePod(name: string, timeoutMs = 60_000): Promise<void> {
-    await this.client.delete(PODS, name, NS).catch(() => false);
-    await waitFor(`pod ${name} gone`, async () => !(await this.client.get(PODS, name, NS)), {
-      timeoutMs,
-      intervalMs: 150,
-    });
-  }
-
-  /** Mountpoint Pods. */
-  async mountpointPods(): Promise<Pod[]> {
-    return (await this.client.list<Pod>(PODS, {
-      namespace: DEFAULT_MOUNTPOINT_NAMESPACE,
-      labelSelector: `${LABEL_COMPONENT}=${COMPONENT_MOUNTPOINT_POD}`,
-    })).items;
-  }
-
-  /** S3PAs. */
-  async s3pas(): Promise<S3paLike[]> {
-    return (await this.client.list<S3paLike>(S3PAS)).items;
-  }
-
-  /** The Mountpoint Pod serving a workload pod (from the S3PAs). */
-  async mountpointPodOf(pod: Pod): Promise<string | undefined> {
-    for (const s of await this.s3pas()) {
-      for (const [mp, ws] of Object.entries(s.spec?.mountpointS3PodAttachments ?? {})) {
-        if (ws.some((w) => w.workloadPodUID === pod.metadata.uid)) return mp;
-      }
-    }
-    return undefined;
-  }
-
-  /** Wait until the controller released every Mountpoint Pod and S3PA. */
-  async waitReleased(timeoutMs = 45_000): Promise<void> {
-    await waitFor(
-      "Mountpoint Pods and S3PAs released",
-      async () => !(await this.mountpointPods()).length && !(await this.s3pas()).length,
-      { timeoutMs, intervalMs: 250 },
-    );
-  }
-
-  /**
-   * Wait until no S3PA is left and every remaining Mountpoint Pod is marked needs-unmount with its
-   * source unmounted. A Mountpoint Pod that never received a mount (its publish failed before the
-   * mount: missing bucket, denied keys, refused option) keeps running until the mounter's receive
-   * timeout (2 min): the mounter checks `mount.exit` only before blocking in accept(). Returns
-   * the names of such lingering pods.
-   */
-  async waitSettled(timeoutMs = 45_000): Promise<string[]> {
-    let lingering: string[] = [];
-    await waitFor("S3PAs gone and Mountpoint Pods released or marked needs-unmount", async () => {
-      if ((await this.s3pas()).length) return false;
-      const mps = await this.mountpointPods();
-      const sources = new Set(
-        (await this.fuseMounts()).map((m) => m.mountPoint.split("/").at(-1)),
-      );
-      if (
-        mps.some((p) =>
-          p.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] !== "true" ||
-          sources.has(p.metadata.name)
-        )
-      ) return false;
-      lingering = mps.map((p) => p.metadata.name);
-      return true;
-    }, { timeoutMs, intervalMs: 250 });
-    return lingering;
+    return plugins.join("");
   }
 
   /** FUSE mounts (sources and bind mounts) under the sandbox's state dir. */
@@ -447,6 +119,41 @@ export class E2E {
     return (await readMountInfo()).filter((m) =>
       m.mountPoint.startsWith(`${this.dir}/`) && m.fsType.startsWith("fuse")
     );
+  }
+
+  async credentialFiles(): Promise<string[]> {
+    return await findFiles(
+      this.dir,
+      (p, info) =>
+        p.endsWith(`/${CREDENTIALS_FILE}`) || (info.isDirectory && p.endsWith("/credentials")),
+    );
+  }
+
+  /** Processes naming the state dir (mounters, workloads), and rclone serving `buckets`. */
+  async engineProcesses(buckets: readonly string[]): Promise<string[]> {
+    const r = await runToEnd("pgrep", ["-af", "rclone"]);
+    const engines = r.stdout.split("\n").filter((l) => buckets.some((b) => l.includes(b)));
+    return [...await this.strayProcesses(), ...engines];
+  }
+
+  async leftoverPodDirs(uids: readonly string[]): Promise<string[]> {
+    const left: string[] = [];
+    for (const n of this.env.nodes) {
+      for (const uid of uids) {
+        const dir = `${n.root}/pods/${uid}`;
+        if (await Deno.lstat(dir).then(() => true, () => false)) left.push(dir);
+      }
+    }
+    return left;
+  }
+
+  async foreignSockets(): Promise<string[]> {
+    const expected = new Set([
+      ...this.env.nodes.map((n) => n.socket),
+      `${this.dir}/controller/csi.sock`,
+    ]);
+    const sockets = await findFiles(this.dir, (_p, info) => info.isSocket === true);
+    return sockets.filter((s) => !expected.has(s));
   }
 
   /** The sandbox's own long-running processes (node plugins, controller). */
@@ -463,31 +170,6 @@ export class E2E {
       [pid, cmd],
     ) => `${pid} ${cmd.slice(0, 160)}`);
   }
-}
-
-/** Everything found under `root` (recursively) matching `pred`. */
-export async function findFiles(
-  root: string,
-  pred: (path: string, info: Deno.FileInfo) => boolean,
-): Promise<string[]> {
-  const out: string[] = [];
-  const walk = async (dir: string) => {
-    let entries: Deno.DirEntry[];
-    try {
-      entries = await Array.fromAsync(Deno.readDir(dir));
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      const p = `${dir}/${e.name}`;
-      const info = await Deno.lstat(p).catch(() => undefined);
-      if (!info) continue;
-      if (pred(p, info)) out.push(p);
-      if (info.isDirectory) await walk(p);
-    }
-  };
-  await walk(root);
-  return out;
 }
 
 /**
@@ -556,6 +238,7 @@ export async function withSandbox(
       report(`${opts.name}: state and logs kept in ${dir}`);
     }
   }
+  e.close();
   report(`${opts.name}: whole file ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   if (failure) throw failure;
   if (leaks.length) throw new Error(`leftovers after teardown: ${leaks.join("; ")}`);
@@ -645,4 +328,9 @@ export function e2eTest(
       await exclusive(() => withSandbox({ nodes, name }, (e) => fn(e, t)));
     },
   });
+}
+
+/** Declare a file's test running one shared scenario (`tests/scenarios/`) on `nodes` nodes. */
+export function e2eScenario(scenario: Scenario, nodes = scenario.nodes): void {
+  e2eTest(`e2e: ${scenario.name}`, nodes, (e, t) => scenario.run(e, stepsOf(t)));
 }

@@ -112,7 +112,26 @@ export async function runSandbox(
     },
   });
   const r = new StepReporter();
-  if (config["real-apiserver"]) {
+  if (config["real-node"] && (config["real-apiserver"] || config["without-controller"])) {
+    r.line("--real-node runs the deployed driver on a real cluster: it takes neither");
+    r.line("--real-apiserver nor --without-controller.");
+    logFile.close();
+    return 2;
+  }
+  if (config["real-node"]) {
+    r.line(
+      "s3-csi sandbox on a real node: kubelet + containerd, etcd, kube-apiserver, kube-controller-",
+    );
+    r.line(
+      "manager, kube-scheduler and kube-proxy are real; the driver is deployed with `deno task",
+    );
+    r.line(
+      "deploy` from locally built images (csi-provisioner, node-driver-registrar and livenessprobe",
+    );
+    r.line(
+      "are stand-ins: tests/testbed/services/real_node/README.md); FUSE, CSI gRPC and S3 are real.",
+    );
+  } else if (config["real-apiserver"]) {
     r.line("s3-csi sandbox: real kube-apiserver and kube-controller-manager; the scheduler,");
     r.line("csi-provisioner and kubelet are emulated; processes, FUSE, CSI gRPC and S3 are real.");
   } else {
@@ -129,6 +148,7 @@ export async function runSandbox(
     signal,
     withoutController: config["without-controller"],
     realApiserver: config["real-apiserver"],
+    realNode: config["real-node"],
   }, r);
   try {
     if (await env.start() && !signal.aborted) {
@@ -139,7 +159,11 @@ export async function runSandbox(
         "  kubectl get nodes,pv,pvc,sc -A && kubectl get pods -A -o wide && kubectl get s3pa -A",
       );
       r.line("  kubectl get events -A --sort-by=.lastTimestamp");
-      r.line(`logs: ${dir}/logs (driver processes), ${dir}/node-*/kubelet/pod-logs (containers)`);
+      r.line(
+        env.realNode?.node
+          ? `logs: ${dir}/logs (image build, deploy), ${env.realNode.node.state}/logs (cluster), ${env.realNode.node.state}/pod-logs (containers)`
+          : `logs: ${dir}/logs (driver processes), ${dir}/node-*/kubelet/pod-logs (containers)`,
+      );
       r.line();
       await runScenario(env, r, {
         bucket: `sandbox-${env.runId}`,

@@ -38,6 +38,7 @@ import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
 import { ChildProcess, SupervisedProcess } from "./child_process.ts";
 import { type RealTier, startRealTier } from "./kube_real.ts";
+import { RealNodeParts } from "./real_node_parts.ts";
 import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
 import type { Engine } from "../../../src/mppod/mount_message.ts";
 import { findEngineBin, prepareMounterImage, withEngine } from "../kubelet/mounter_image.ts";
@@ -79,6 +80,11 @@ export interface SandboxEnvOptions {
    * then unique per run (namespaces, nodes, PVs) and everything created is deleted at the end.
    */
   readonly realApiserver?: boolean;
+  /**
+   * Run on the real single-node cluster (`tests/testbed/services/real_node/`): the driver deployed
+   * with `deno task deploy` instead of processes and emulators.
+   */
+  readonly realNode?: boolean;
 }
 
 /** Create `obj` unless it exists; true when created here. */
@@ -116,6 +122,8 @@ export class SandboxEnv {
   controller: ChildProcess | undefined;
   provisioner: Provisioner | undefined;
   readonly nodes: SandboxNode[] = [];
+  /** The real node and the driver deployed on it (`realNode`). */
+  realNode: RealNodeParts | undefined;
   /** Cluster-scoped objects the run created and deletes at the end on the real tier. */
   readonly created: { resource: Resource; name: string }[] = [];
 
@@ -123,7 +131,10 @@ export class SandboxEnv {
   constructor(options: SandboxEnvOptions, reporter: StepReporter) {
     this.#o = options;
     this.#r = reporter;
-    this.namespace = options.realApiserver ? `sandbox-${this.runId}` : "default";
+    this.namespace = options.realApiserver || options.realNode
+      ? `sandbox-${this.runId}`
+      : "default";
+    // On the real node the driver is deployed with its default values: Mountpoint Pods in mount-s3.
     this.mpNamespace = options.realApiserver
       ? `mount-s3-${this.runId}`
       : DEFAULT_MOUNTPOINT_NAMESPACE;
@@ -137,6 +148,31 @@ export class SandboxEnv {
   /** True on the real kube-apiserver tier. */
   get real(): boolean {
     return this.#o.realApiserver === true;
+  }
+
+  /** True when something serves the CSI Controller service to a csi-provisioner. */
+  get provisions(): boolean {
+    return this.provisioner !== undefined || this.realNode?.driver !== undefined;
+  }
+
+  /** Image (and pull policy) of the scenario's workloads. */
+  get workloadImage(): { image: string; imagePullPolicy?: string } {
+    const node = this.realNode?.node;
+    return node
+      ? { image: `${node.imagePrefix}/busybox:host`, imagePullPolicy: "Never" }
+      : { image: "busybox" };
+  }
+
+  /** Output of a workload container (the kubelet emulators' or the real kubelet's log files). */
+  async readLog(pod: Pod, container: string): Promise<string> {
+    if (this.realNode) return await this.realNode.log(pod, container);
+    for (const n of this.nodes) {
+      const path = n.kubelet.containerLogPath(pod.metadata.uid, container) ??
+        `${n.root}/pod-logs/${pod.metadata.namespace}_${pod.metadata.name}_${pod.metadata.uid}/${container}/0.log`;
+      const text = await Deno.readTextFile(path).catch(() => undefined);
+      if (text !== undefined) return text;
+    }
+    return "";
   }
 
   /** The kubeconfig every part uses (a copy of the real tier's, or the emulator's). */
@@ -159,6 +195,7 @@ export class SandboxEnv {
     const r = this.#r;
     const dir = this.#o.dir;
     await Deno.mkdir(this.logDir, { recursive: true });
+    if (this.#o.realNode) return await this.#startOnRealNode();
     const api = this.real
       ? await r.step(
         "Real kube-apiserver tier (etcd, kube-apiserver, kube-controller-manager)",
@@ -245,31 +282,7 @@ export class SandboxEnv {
       },
     );
     if (control === undefined) return false;
-    const s3 = await r.step(
-      "S3 server",
-      async () => {
-        this.s3 = await startS3Server(this.#o.s3, dir, this.logDir, this.#o.signal);
-        const e = this.s3.env;
-        this.s3Client = new S3Client({
-          endpoint: e.S3_ENDPOINT,
-          region: e.AWS_REGION,
-          forcePathStyle: true,
-          credentials: {
-            accessKeyId: e.AWS_ACCESS_KEY_ID,
-            secretAccessKey: e.AWS_SECRET_ACCESS_KEY,
-          },
-          requestChecksumCalculation: "WHEN_REQUIRED",
-          responseChecksumValidation: "WHEN_REQUIRED",
-        });
-        this.#chooseEngine(this.s3);
-        return this.s3;
-      },
-      (s) =>
-        `${s.kind} at ${s.env.S3_ENDPOINT}${
-          s.note ? ` (${s.note})` : ""
-        }; volumes on ${this.engine}${this.engineBin ? ` (${this.engineBin})` : ""}`,
-    );
-    if (!s3) return false;
+    if (!(await this.#startS3())) return false;
     for (let i = 1; i <= this.#o.nodes; i++) {
       const name = this.nodeName(i);
       const ok = await r.step(
@@ -345,6 +358,71 @@ export class SandboxEnv {
     } else if (s3.kind !== "versitygw" || "reason" in found) return;
     this.engine = "mount-s3";
     this.engineBin = (found as { bin: string }).bin;
+  }
+
+  async #startS3(choice: S3Choice = this.#o.s3): Promise<S3Server | undefined> {
+    return await this.#r.step(
+      "S3 server",
+      async () => {
+        this.s3 = await startS3Server(choice, this.#o.dir, this.logDir, this.#o.signal);
+        const e = this.s3.env;
+        this.s3Client = new S3Client({
+          endpoint: e.S3_ENDPOINT,
+          region: e.AWS_REGION,
+          forcePathStyle: true,
+          credentials: {
+            accessKeyId: e.AWS_ACCESS_KEY_ID,
+            secretAccessKey: e.AWS_SECRET_ACCESS_KEY,
+          },
+          requestChecksumCalculation: "WHEN_REQUIRED",
+          responseChecksumValidation: "WHEN_REQUIRED",
+        });
+        // On the real node the engine is the Mountpoint image's (RealNodeParts.findEngine).
+        if (!this.realNode) this.#chooseEngine(this.s3);
+        return this.s3;
+      },
+      (s) =>
+        `${s.kind} at ${s.env.S3_ENDPOINT}${s.note ? ` (${s.note})` : ""}${
+          this.realNode
+            ? ""
+            : `; volumes on ${this.engine}${this.engineBin ? ` (${this.engineBin})` : ""}`
+        }`,
+    );
+  }
+
+  /** The real node, S3 for its pods, the driver deployed on it, the scenario's namespace. */
+  async #startOnRealNode(): Promise<boolean> {
+    const r = this.#r;
+    const parts = this.realNode = new RealNodeParts(r, this.logDir, this.#o.signal);
+    const node = await parts.startNode();
+    if (!node) return false;
+    await Deno.copyFile(node.kubeconfig, this.kubeconfig);
+    await Deno.chmod(this.kubeconfig, 0o600);
+    this.client = new RestKubeClient(kubeConfigFromFile(this.kubeconfig), {
+      userAgent: "s3csi-sandbox",
+    });
+    const c = this.client;
+    if (!(await parts.findEngine())) return false;
+    // mount-s3's uploads need versitygw (Ceph RGW 16 refuses them): `auto` picks it then.
+    const s3 = this.#o.s3 === "auto" ? (parts.engine ? "versitygw" : "rgw") : this.#o.s3;
+    if (!(await this.#startS3(s3))) return false;
+    if (!(await parts.deploy(this.s3!))) return false;
+    const registered = await r.step(
+      "Driver registered with the kubelet (CSINode lists it)",
+      () => parts.registered(c),
+      (n) => `node ${n}`,
+    );
+    if (registered === undefined) return false;
+    const ns = await r.step("Namespace of the scenario's workloads", async () => {
+      await ensure(c, NAMESPACES, { metadata: { name: this.namespace } });
+      await waitFor(
+        `ServiceAccount ${this.namespace}/default`,
+        async () => !!(await c.get(SERVICE_ACCOUNTS, "default", this.namespace)),
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
+      return this.namespace;
+    }, (n) => n);
+    return ns !== undefined;
   }
 
   async #startNode(name: string): Promise<SandboxNode> {
@@ -447,12 +525,12 @@ export class SandboxEnv {
         await waitFor(
           "the workload pods to go",
           async () => !(await c.list<Pod>(PODS, { namespace: ns })).items.length,
-          { timeoutMs: 10_000, intervalMs: 100 },
+          { timeoutMs: this.realNode ? 60_000 : 10_000, intervalMs: 100 },
         );
       }
       // Even with no workload left, Mountpoint Pods may still be releasing (needs-unmount →
       // unmount → Succeeded): stopping the controller and kubelets now would leave mounts.
-      if (this.controller && this.controller.exitCode === undefined) {
+      if ((this.controller && this.controller.exitCode === undefined) || this.realNode?.driver) {
         await waitFor(
           "the Mountpoint Pods to go",
           async () => !(await c.list(PODS, { namespace: this.mpNamespace })).items.length,
@@ -475,6 +553,27 @@ export class SandboxEnv {
   /** Stop everything in dependency order; each part bounded. */
   async stop(): Promise<void> {
     const r = this.#r;
+    if (this.realNode) {
+      const c = this.client;
+      if (c) {
+        await c.delete(NAMESPACES, this.namespace).catch(() => false);
+        for (const x of this.created) await c.delete(x.resource, x.name).catch(() => false);
+      }
+      // Close our API connections before the API server goes: a server going away under an open
+      // pooled connection can crash Deno's HTTP/2 client (nghttp2 assertion on GOAWAY).
+      await Promise.race([
+        (c as RestKubeClient | undefined)?.close(),
+        new Promise((res) => setTimeout(res, 5000)),
+      ]).catch(() => {});
+      this.client = undefined;
+      await this.realNode.stop();
+      if (this.s3) {
+        const s3 = this.s3;
+        await r.step("S3 server stopped", () => s3.stop().then(() => s3.kind), (k) => k);
+      }
+      this.s3Client?.destroy();
+      return;
+    }
     await this.provisioner?.stop();
     if (this.controller) {
       await r.step("Controller stopped", () => this.controller!.stop(10_000), (c) => `exit ${c}`);

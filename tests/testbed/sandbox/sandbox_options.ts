@@ -29,7 +29,7 @@ export const SANDBOX_OPTIONS = {
     default: "auto",
     choices: S3_CHOICES,
     description:
-      "S3 server: auto (versitygw, else RGW as root, else s3rver), versitygw, rgw, s3rver",
+      "S3 server: auto (versitygw, else RGW as root, else s3rver; with --real-node versitygw when the Mountpoint image has mount-s3, whose writes Ceph RGW 16 refuses), versitygw, rgw, s3rver",
   },
   engine: {
     type: "string",
@@ -53,6 +53,12 @@ export const SANDBOX_OPTIONS = {
     default: false,
     description:
       "Use the real kube-apiserver tier (tests/testbed/services/kube_real/: etcd, kube-apiserver, kube-controller-manager) instead of the API emulator; reused if already running, stopped at the end only if started here",
+  },
+  "real-node": {
+    type: "boolean",
+    default: false,
+    description:
+      "Run on a real single-node cluster (tests/testbed/services/real_node/: kubelet + containerd + a real control plane) with the driver installed by `deno task deploy` (our images built locally, sidecar stand-ins); one node; reused if already running, stopped at the end only if started here",
   },
   "without-controller": {
     type: "boolean",

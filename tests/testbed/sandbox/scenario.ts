@@ -49,6 +49,7 @@ export interface ScenarioOptions {
 
 /** A one-container workload that runs `script` with `$MESSAGE` set and the claim at `/data`. */
 function writerPod(
+  env: SandboxEnv,
   name: string,
   namespace: string,
   claim: string,
@@ -65,7 +66,7 @@ function writerPod(
       securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
       containers: [{
         name: "writer",
-        image: "busybox",
+        ...env.workloadImage,
         command: ["sh", "-c", script],
         env: [{ name: "MESSAGE", value: message }],
         volumeMounts: [{ name: "s3", mountPath: "/data" }],
@@ -133,6 +134,7 @@ export async function runScenario(
     const pod = await c.create<Pod>(
       PODS,
       writerPod(
+        env,
         SCENARIO.pod,
         ns,
         SCENARIO.pvc,
@@ -186,10 +188,10 @@ export async function runScenario(
       // With --keep the workload stays up (sleeping) after writing and reading.
       if (
         o.keepWorkload && phase === "Running" &&
-        (await readLog(env, pod!, "writer")).includes(content)
+        (await env.readLog(pod!, "writer")).includes(content)
       ) return pod!;
       if (phase === "Failed") {
-        const log = await readLog(env, created, "writer");
+        const log = await env.readLog(created, "writer");
         throw new Error(`the workload failed: ${log.trim().split("\n").slice(-2).join(" | ")}`);
       }
       const events = await c.list<
@@ -256,7 +258,7 @@ export async function runScenario(
   );
   await r.step("Object landed in S3", async () => {
     if (!done) throw new PendingError(6, "nothing was written through a mount");
-    const log = await readLog(env, done, "writer");
+    const log = await env.readLog(done, "writer");
     if (!log.includes(content)) throw new Error(`the workload printed ${JSON.stringify(log)}`);
     const obj = await env.s3Client!.send(
       new GetObjectCommand({ Bucket: o.bucket, Key: SCENARIO.key }),
@@ -281,7 +283,7 @@ export async function runScenario(
             securityContext: { runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000 },
             containers: [{
               name: "reader",
-              image: "busybox",
+              ...env.workloadImage,
               command: ["sh", "-c", `cat /data/${SCENARIO.key}`],
               volumeMounts: [{ name: "s3", mountPath: "/data", readOnly: true }],
             }],
@@ -295,7 +297,7 @@ export async function runScenario(
         while (Date.now() < deadline) {
           const p = await c.get<Pod>(PODS, SCENARIO.reader, ns);
           if (p?.status?.phase === "Succeeded" || p?.status?.phase === "Failed") {
-            const log = await readLog(env, reader, "reader");
+            const log = await env.readLog(reader, "reader");
             if (p.status.phase === "Failed" || log.trim() !== content) {
               throw new Error(`the reader on ${p.spec.nodeName} printed ${JSON.stringify(log)}`);
             }
@@ -371,7 +373,7 @@ async function dynamicProvisioning(
   const provisioned = await r.step(
     "Dynamic provisioning: StorageClass + PVC → CreateVolume, PV bound, new bucket",
     async () => {
-      if (!env.provisioner) {
+      if (!env.provisions) {
         throw new PendingError(
           7,
           env.controller
@@ -435,6 +437,7 @@ async function dynamicProvisioning(
     const pod = await c.create<Pod>(
       PODS,
       writerPod(
+        env,
         SCENARIO.dynamicPod,
         ns,
         SCENARIO.dynamicPvc,
@@ -446,7 +449,7 @@ async function dynamicProvisioning(
     await waitFor("the pod to succeed", async () => {
       const p = await c.get<Pod>(PODS, SCENARIO.dynamicPod, ns);
       if (p?.status?.phase === "Failed") {
-        const log = await readLog(env, pod, "writer");
+        const log = await env.readLog(pod, "writer");
         throw new Error(`the pod failed: ${log.trim().split("\n").slice(-2).join(" | ")}`);
       }
       node = p?.spec.nodeName ?? "";
@@ -497,14 +500,4 @@ async function lastProblem(path: string | undefined): Promise<string | undefined
     /\[(WRN|ERR|FTL)\]|"level":"(WARN|ERROR|FATAL)/i.test(l)
   );
   return line?.replace(/^.*?\[(WRN|ERR|FTL)\]\s*/, "").slice(0, 240);
-}
-
-async function readLog(env: SandboxEnv, pod: Pod, container: string): Promise<string> {
-  for (const n of env.nodes) {
-    const path = n.kubelet.containerLogPath(pod.metadata.uid, container) ??
-      `${n.root}/pod-logs/${pod.metadata.namespace}_${pod.metadata.name}_${pod.metadata.uid}/${container}/0.log`;
-    const text = await Deno.readTextFile(path).catch(() => undefined);
-    if (text !== undefined) return text;
-  }
-  return "";
 }

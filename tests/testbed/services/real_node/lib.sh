@@ -109,3 +109,11 @@ rn_node_ip() {
 
 # Node name: lower-case hostname unless REAL_NODE_NAME is set.
 rn_node_name() { echo "${REAL_NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}"; }
+
+# The kubelet's command line (start.sh, kubelet.sh) in RN_KUBELET_CMD: rn_kubelet_cmd NAME IP.
+rn_kubelet_cmd() {
+  RN_KUBELET_CMD=("$KR_BIN/kubelet"
+    --config="$RN_STATE/kubelet.yaml" --kubeconfig="$RN_STATE/kubelet.kubeconfig"
+    --root-dir="$RN_KUBELET_ROOT" --cert-dir="$RN_STATE/pki/kubelet-certs"
+    --hostname-override="$1" --node-ip="$2" --v="${REAL_NODE_KUBELET_V:-2}")
+}

@@ -26,6 +26,8 @@ export interface RealNode {
   readonly imagePrefix: string;
   /** State dir (logs in `<state>/logs`). */
   readonly state: string;
+  /** False when `start.sh` found a healthy node and reused it. */
+  readonly startedHere?: boolean;
 }
 
 /** The machine cannot run a real node (not root, packages missing, no Go, ...). */
@@ -131,6 +133,11 @@ async function script(
   signal?: AbortSignal,
 ): Promise<string> {
   const r = await runScript(name, args, env, signal);
+  checkScript(name, r);
+  return r.stdout;
+}
+
+function checkScript(name: string, r: ScriptResult): void {
   const lines = r.stderr.split("\n");
   if (r.code === 3) {
     throw new RealNodeUnavailable((lines.pop() ?? "").replace(/^real_node: SKIP: /, ""));
@@ -140,7 +147,6 @@ async function script(
       `${name} failed (exit ${r.code}):\n${r.stdout}${lines.slice(-20).join("\n")}`,
     );
   }
-  return r.stdout;
 }
 
 /** Options of the start/stop wrappers. */
@@ -157,9 +163,46 @@ export interface RealNodeOptions {
  * @throws {RealNodeError} it failed to start (logs under the state dir)
  */
 export async function startRealNode(options: RealNodeOptions = {}): Promise<RealNode> {
-  return realNodeFromEnv(
-    parseEnvLines(await script("start.sh", [], options.env ?? {}, options.signal)),
-  );
+  const r = await runScript("start.sh", [], options.env ?? {}, options.signal);
+  checkScript("start.sh", r);
+  return {
+    ...realNodeFromEnv(parseEnvLines(r.stdout)),
+    startedHere: !/already running/.test(r.stderr),
+  };
+}
+
+/**
+ * Why this machine cannot run a real node (`start.sh --check`: not root, packages missing, no Go
+ * and nothing cached, another kubelet), or undefined when it can. Synchronous, for test
+ * registration; builds and starts nothing.
+ */
+export function realNodeSkipReason(env: Record<string, string> = {}): string | undefined {
+  if (Deno.build.os !== "linux") return "needs Linux";
+  let r: Deno.CommandOutput;
+  try {
+    r = new Deno.Command("bash", {
+      args: [`${HERE}start.sh`, "--check"],
+      env,
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).outputSync();
+  } catch (err) {
+    return `cannot run bash: ${err instanceof Error ? err.message : err}`;
+  }
+  if (r.code === 0) return undefined;
+  const last = new TextDecoder().decode(r.stderr).trim().split("\n").pop() ?? "";
+  return last.replace(/^real_node: (SKIP|ERROR): /, "") || `start.sh --check exited ${r.code}`;
+}
+
+/** Crash the node's kubelet (SIGKILL; containers keep running). */
+export async function killKubelet(options: RealNodeOptions = {}): Promise<void> {
+  await script("kubelet.sh", ["kill"], options.env ?? {}, options.signal);
+}
+
+/** Start the node's kubelet again (same flags); resolves once its healthz answers. */
+export async function restartKubelet(options: RealNodeOptions = {}): Promise<void> {
+  await script("kubelet.sh", ["start"], options.env ?? {}, options.signal);
 }
 
 /**

@@ -15,8 +15,8 @@
 #   5. unless --no-driver: the driver's real manifests (rendered by
 #      src/cmd/render with only images and pull policy overridden) roll out on
 #      the stand-in sidecars: the node DaemonSet (plugin, registrar,
-#      livenessprobe) and the controller Deployment (controller, provisioner)
-#      become Ready, CSINode lists s3.csi.scality.com, the provisioner holds
+#      livenessprobe), the controller Deployment and the provisioning
+#      Deployment (CSI Controller service, csi-provisioner) become Ready, CSINode lists s3.csi.scality.com, the provisioner holds
 #      its Lease; then everything is deleted and the driver deregisters.
 # The driver images must be imported first (scripts/build_images_local.ts
 # --import, or --build here).
@@ -222,6 +222,7 @@ YAML
   K apply -f "$manifests" >/dev/null || fail "kubectl apply of the rendered manifests failed"
   K -n kube-system rollout status daemonset/s3-csi-node --timeout=120s >/dev/null || fail "the node DaemonSet did not roll out"
   K -n kube-system rollout status deployment/s3-csi-controller --timeout=120s >/dev/null || fail "the controller Deployment did not roll out"
+  K -n kube-system rollout status deployment/s3-csi-provisioner --timeout=120s >/dev/null || fail "the provisioning Deployment did not roll out"
   for _ in $(seq 100); do
     K get csinode "$REAL_NODE_NAME" -o 'jsonpath={.spec.drivers[*].name}' 2>/dev/null | grep -qw s3.csi.scality.com && break
     sleep 0.2
@@ -237,7 +238,7 @@ YAML
   [ -n "$holder" ] || fail "the provisioner stand-in holds no Lease kube-system/s3-csi-scality-com"
   ready="$(K -n kube-system get pods -l app=s3-csi-node -o 'jsonpath={.items[0].status.containerStatuses[*].ready}')"
   [ "$ready" = "true true true" ] || fail "node plugin pod containers ready: $ready"
-  pass "real manifests on the stand-ins: DaemonSet 3/3 and Deployment 2/2 Ready, CSINode lists s3.csi.scality.com, provisioner Lease held by $holder" "$(ms "$t")"
+  pass "real manifests on the stand-ins: DaemonSet 3/3, controller 1/1 and provisioning 2/2 Ready, CSINode lists s3.csi.scality.com, provisioner Lease held by $holder" "$(ms "$t")"
   t=$(date +%s%N)
   K delete -f "$manifests" --wait=true --timeout=120s >/dev/null || fail "deleting the driver failed"
   for _ in $(seq 150); do

@@ -4,7 +4,9 @@
 # kube-controller-manager, kube-scheduler, kubelet and kube-proxy (built from
 # the k8s.io/kubernetes module by build.sh). Needs root.
 #
-# Usage: start.sh
+# Usage: start.sh [--check]
+#   --check: only say whether this machine can run a node (exit 0 or 3 with the reason), without
+#            building or starting anything
 #   stdout: KEY=VALUE lines (also written to <state>/env):
 #     KUBECONFIG=<admin kubeconfig>   REAL_NODE_KUBECTL=<kubectl of the same version>
 #     REAL_NODE_NAME=<node name>      REAL_NODE_IP=<node address>
@@ -23,6 +25,12 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
+CHECK_ONLY=0
+case "${1:-}" in
+"") ;;
+--check) CHECK_ONLY=1 ;;
+*) rn_die 2 "usage: start.sh [--check]" ;;
+esac
 START_TIMEOUT="${REAL_NODE_START_TIMEOUT:-180}"
 T_BEGIN=$(date +%s%N)
 elapsed() { echo "$((($(date +%s%N) - T_BEGIN) / 1000000))ms"; }
@@ -60,6 +68,21 @@ for p in $(pgrep -x kubelet || true) $(pgrep -x kube-proxy || true); do
 done
 if [ -d "$RN_KUBELET_ROOT" ] && ! mountpoint -q "$RN_KUBELET_ROOT" && [ -n "$(ls -A "$RN_KUBELET_ROOT")" ]; then
   rn_skip "$RN_KUBELET_ROOT is in use by something else (not empty); a real node needs it"
+fi
+
+if [ "$CHECK_ONLY" -eq 1 ]; then
+  # What build.sh needs too (it exits 3 on the same problems).
+  [ -x /bin/busybox ] || rn_skip "/bin/busybox is missing (apt-get install busybox-static): test workloads use it"
+  for t in gcc deno tar; do
+    command -v "$t" >/dev/null 2>&1 || rn_skip "'$t' is required (apt-get install ${RN_PACKAGES[*]})"
+  done
+  if ! kr_find_go >/dev/null; then
+    for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
+      [ -x "$KR_BIN/$b" ] || rn_skip "no Go toolchain to build the cluster binaries (go not on PATH, no /usr/local/go/bin/go)"
+    done
+    [ -n "$(ls "$RN_IMAGES"/*.oci.tar 2>/dev/null)" ] || rn_skip "no Go toolchain to build the sidecar stand-ins"
+  fi
+  exit 0
 fi
 
 # ---- binaries and testbed images (no-op when cached) ------------------------------------
@@ -365,10 +388,8 @@ evictionHard:
   imagefs.available: 1%
 serializeImagePulls: false
 YAML
-launch kubelet "$KR_BIN/kubelet" \
-  --config="$RN_STATE/kubelet.yaml" --kubeconfig="$RN_STATE/kubelet.kubeconfig" \
-  --root-dir="$RN_KUBELET_ROOT" --cert-dir="$PKI/kubelet-certs" \
-  --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" --v="${REAL_NODE_KUBELET_V:-2}"
+rn_kubelet_cmd "$NODE_NAME" "$NODE_IP"
+launch kubelet "${RN_KUBELET_CMD[@]}"
 wait_for kubelet node_ready
 rn_log "kubelet: node $NODE_NAME Ready ($(elapsed))"
 

@@ -1,0 +1,526 @@
+/**
+ * What the end-to-end scenarios (`tests/scenarios/*.ts`) need from a cluster, and the operations
+ * they share: buckets and objects in S3, Secrets, static volumes, workload pods, events, logs,
+ * Mountpoint Pods and S3PAs. Two tiers implement it:
+ *
+ * - `tests/e2e/_e2e.ts`: the sandbox (API emulator, kubelet emulators, node plugin processes);
+ * - `tests/real_node/_harness.ts`: a real kubelet + containerd node with the driver deployed by
+ *   `deno task deploy`.
+ *
+ * What differs between them (where container logs are, which mounts and processes belong to the
+ * cluster, the workload image) is abstract here; everything else is written once.
+ *
+ * @module
+ */
+import {
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+} from "@aws-sdk/client-s3";
+import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import { EVENTS, PODS, PVCS, PVS, SECRETS } from "../../src/kube/resources.ts";
+import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
+import type { Pod } from "../testbed/kubelet/k8s_types.ts";
+import {
+  ANNOTATION_NEEDS_UNMOUNT,
+  COMPONENT_MOUNTPOINT_POD,
+  DEFAULT_MOUNTPOINT_NAMESPACE,
+  LABEL_COMPONENT,
+} from "../../src/mppod/labels.ts";
+import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
+import { DRIVER_NAME } from "../../src/util/version.ts";
+import { waitFor } from "../_helpers.ts";
+import { createBucketFor } from "../testbed/services/versitygw/admin.ts";
+
+/** S3 settings as the RGW scripts print them (main user, and the second user's keys). */
+export interface ScenarioS3Env {
+  readonly S3_ENDPOINT: string;
+  readonly AWS_ACCESS_KEY_ID: string;
+  readonly AWS_SECRET_ACCESS_KEY: string;
+  readonly AWS_REGION: string;
+  readonly S3_OTHER_ACCESS_KEY_ID?: string;
+  readonly S3_OTHER_SECRET_ACCESS_KEY?: string;
+  /** `rgw`, `versitygw`, `s3rver`. */
+  readonly S3_SERVER?: string;
+}
+
+/** A short random suffix for unique names. */
+export function unique(): string {
+  return crypto.randomUUID().slice(0, 8);
+}
+
+/** Runs one named sub-step (`t.step` in a test). */
+export type Step = (name: string, fn: () => Promise<void>) => Promise<unknown>;
+
+/** One end-to-end scenario: a name and steps run against any {@link ScenarioCluster}. */
+export interface Scenario {
+  /** Test name (without the tier prefix). */
+  readonly name: string;
+  /** Nodes it needs at least; scenarios adapt to more. */
+  readonly nodes: number;
+  /** The steps; each creates objects with unique names and deletes them again. */
+  run(e: ScenarioCluster, step: Step): Promise<void>;
+}
+
+/** A volume of {@link ScenarioCluster.pod}. */
+export interface PodVolume {
+  readonly claim: string;
+  readonly mountPath: string;
+  /** `persistentVolumeClaim.readOnly` (and the mount's `readOnly`). */
+  readonly readOnly?: boolean;
+}
+
+/** Settings of {@link ScenarioCluster.pod}. */
+export interface PodOptions {
+  readonly name: string;
+  /** `sh -c` script. */
+  readonly script: string;
+  readonly volumes: readonly PodVolume[];
+  readonly runAsUser?: number;
+  readonly runAsGroup?: number;
+  /** Omitted when null. @default 1000 */
+  readonly fsGroup?: number | null;
+  /** Pin to a node. */
+  readonly node?: string;
+  readonly env?: Record<string, string>;
+}
+
+/** Settings of {@link ScenarioCluster.staticVolume}. */
+export interface StaticVolumeOptions {
+  readonly bucket: string;
+  readonly mountOptions?: string[];
+  readonly accessModes?: string[];
+  readonly attributes?: Record<string, string>;
+  /** `nodePublishSecretRef` (namespace of the workloads). */
+  readonly secret?: string;
+}
+
+/** An event as the tests read it. */
+export interface KubeEvent extends KubeObject {
+  reason?: string;
+  message?: string;
+  type?: string;
+  involvedObject?: { uid?: string; name?: string; kind?: string };
+}
+
+/** An S3PA as the tests read it. */
+export interface S3paLike extends KubeObject {
+  spec?: { mountpointS3PodAttachments?: Record<string, { workloadPodUID: string }[]> };
+}
+
+/**
+ * Everything found under `root` (recursively) matching `pred`. Never walks into a FUSE mount: its
+ * server may be gone (the walk would hang) and it holds S3 data, not the node's files.
+ */
+export async function findFiles(
+  root: string,
+  pred: (path: string, info: Deno.FileInfo) => boolean,
+): Promise<string[]> {
+  const out: string[] = [];
+  const fuse = new Set(
+    (await readMountInfo()).filter((m) => m.fsType.startsWith("fuse")).map((m) => m.mountPoint),
+  );
+  const walk = async (dir: string) => {
+    let entries: Deno.DirEntry[];
+    try {
+      entries = await Array.fromAsync(Deno.readDir(dir));
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const p = `${dir}/${e.name}`;
+      if (fuse.has(p)) continue;
+      const info = await Deno.lstat(p).catch(() => undefined);
+      if (!info) continue;
+      if (pred(p, info)) out.push(p);
+      if (info.isDirectory) await walk(p);
+    }
+  };
+  await walk(root);
+  return out;
+}
+
+/** A cluster the scenarios run on, with the shared operations. */
+export abstract class ScenarioCluster {
+  #s3: S3Client | undefined;
+  readonly #others: S3Client[] = [];
+
+  /** Kubernetes API client (admin). */
+  abstract get client(): KubeClient;
+  /** S3 as reached from this process (the driver may reach it at another address). */
+  abstract get s3Env(): ScenarioS3Env;
+  /** Namespace of the workloads. */
+  abstract get ns(): string;
+  /** Image of the workload pods (a busybox) and its pull policy (omitted when undefined). */
+  abstract get workloadImage(): { readonly image: string; readonly pullPolicy?: string };
+  /**
+   * Seconds a workload pod gets to stop: its `sh`/`sleep` runs as PID 1 and ignores SIGTERM, so
+   * every deletion of a running workload waits this long.
+   */
+  get workloadGraceSeconds(): number {
+    return 3;
+  }
+  /** Node names. */
+  abstract nodeNames(): string[];
+  /** Kubelet root dir of a node, as seen from this process. */
+  abstract kubeletRoot(node: string): string;
+  /** Output of a pod's container (`main` unless named). */
+  abstract log(pod: Pod, container?: string): Promise<string>;
+  /** FUSE mounts (sources and targets) of the cluster's nodes. */
+  abstract fuseMounts(): Promise<MountInfo[]>;
+  /** Credential files (and dirs) the node plugin wrote for Mountpoint Pods. */
+  abstract credentialFiles(): Promise<string[]>;
+  /**
+   * Mounter, engine and workload processes still running (not the driver's own); engines serving
+   * one of `buckets` at least.
+   */
+  abstract engineProcesses(buckets: readonly string[]): Promise<string[]>;
+  /** Directories on the nodes of the pods `uids` (deleted pods: none should be left). */
+  abstract leftoverPodDirs(uids: readonly string[]): Promise<string[]>;
+  /** Unix sockets on the nodes other than the driver's and the kubelet's own. */
+  abstract foreignSockets(): Promise<string[]>;
+  /** The node plugins' recent log lines (for failure messages). */
+  protected abstract nodePluginLogs(): Promise<string>;
+
+  /** S3 client of the main user. */
+  get s3(): S3Client {
+    return this.#s3 ??= this.s3Client(
+      this.s3Env.AWS_ACCESS_KEY_ID,
+      this.s3Env.AWS_SECRET_ACCESS_KEY,
+    );
+  }
+
+  /** An S3 client with other keys (destroyed by {@link close}). */
+  s3Client(accessKeyId: string, secretAccessKey: string): S3Client {
+    const e = this.s3Env;
+    const c = new S3Client({
+      endpoint: e.S3_ENDPOINT,
+      region: e.AWS_REGION,
+      forcePathStyle: true,
+      credentials: { accessKeyId, secretAccessKey },
+      requestChecksumCalculation: "WHEN_REQUIRED",
+      responseChecksumValidation: "WHEN_REQUIRED",
+    });
+    this.#others.push(c);
+    return c;
+  }
+
+  /** An S3 client of the second user. */
+  otherS3(): S3Client {
+    const e = this.s3Env;
+    return this.s3Client(e.S3_OTHER_ACCESS_KEY_ID!, e.S3_OTHER_SECRET_ACCESS_KEY!);
+  }
+
+  /** Release the S3 clients. */
+  close(): void {
+    for (const c of this.#others) c.destroy();
+    this.#others.length = 0;
+    this.#s3 = undefined;
+  }
+
+  /** Create a bucket (with `client`, default the main user); returns its name. */
+  async bucket(prefix: string, client: S3Client = this.s3): Promise<string> {
+    const name = `${prefix}-${unique()}`;
+    await client.send(new CreateBucketCommand({ Bucket: name }));
+    return name;
+  }
+
+  /**
+   * A bucket the second S3 user owns (and the main user may or may not read: see
+   * {@link usersIsolated}). On versitygw, whose second user (role `user`) may not create buckets,
+   * the root user creates it for that owner.
+   */
+  async otherUsersBucket(prefix: string): Promise<string> {
+    const e = this.s3Env;
+    if (e.S3_SERVER !== "versitygw") return await this.bucket(prefix, this.otherS3());
+    const name = `${prefix}-${unique()}`;
+    await createBucketFor(e, name, e.S3_OTHER_ACCESS_KEY_ID!);
+    return name;
+  }
+
+  /**
+   * Whether the main user is refused the second user's buckets: on Ceph RGW, yes; on versitygw the
+   * main user is its root account, which reads every bucket.
+   */
+  get usersIsolated(): boolean {
+    return this.s3Env.S3_SERVER !== "versitygw";
+  }
+
+  /** Empty and delete a bucket (best effort). */
+  async dropBucket(bucket: string, client: S3Client = this.s3): Promise<void> {
+    try {
+      const list = await client.send(new ListObjectsV2Command({ Bucket: bucket }));
+      for (const o of list.Contents ?? []) {
+        await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: o.Key! }));
+      }
+      await client.send(new DeleteBucketCommand({ Bucket: bucket }));
+    } catch { /* best effort */ }
+  }
+
+  /** Put an object. */
+  async put(
+    bucket: string,
+    key: string,
+    body: string | Uint8Array,
+    client: S3Client = this.s3,
+  ): Promise<void> {
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
+  }
+
+  /** An object's body as text. */
+  async get(bucket: string, key: string, client: S3Client = this.s3): Promise<string> {
+    const r = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    return await r.Body!.transformToString();
+  }
+
+  /** Keys of a bucket (optionally under a prefix). */
+  async keys(bucket: string, prefix?: string, client: S3Client = this.s3): Promise<string[]> {
+    const r = await client.send(
+      new ListObjectsV2Command({ Bucket: bucket, ...(prefix ? { Prefix: prefix } : {}) }),
+    );
+    return (r.Contents ?? []).map((o) => o.Key!).sort();
+  }
+
+  /** A Secret in the workload namespace with node-publish keys. */
+  async secret(name: string, accessKeyId: string, secretAccessKey: string): Promise<void> {
+    await this.client.create(SECRETS, {
+      metadata: { name, namespace: this.ns },
+      type: "Opaque",
+      data: { access_key_id: btoa(accessKeyId), secret_access_key: btoa(secretAccessKey) },
+    } as KubeObject);
+  }
+
+  /** A static PV (Retain) and its PVC, both named `name`, waited until Bound. */
+  async staticVolume(name: string, o: StaticVolumeOptions): Promise<void> {
+    const accessModes = o.accessModes ?? ["ReadWriteMany"];
+    await this.client.create(PVS, {
+      metadata: { name },
+      spec: {
+        capacity: { storage: "1Gi" },
+        accessModes,
+        persistentVolumeReclaimPolicy: "Retain",
+        storageClassName: "",
+        mountOptions: o.mountOptions ?? ["allow-delete", "allow-overwrite"],
+        csi: {
+          driver: DRIVER_NAME,
+          volumeHandle: `static-${name}`,
+          volumeAttributes: { bucketName: o.bucket, ...o.attributes },
+          ...(o.secret ? { nodePublishSecretRef: { name: o.secret, namespace: this.ns } } : {}),
+        },
+      },
+    } as KubeObject);
+    // kube-controller-manager binds a claim naming a PV it has not seen yet only at its next
+    // resync (15 s): let the PV become Available first.
+    await waitFor(`PV ${name} Available`, async () => {
+      const pv = await this.client.get<KubeObject & { status?: { phase?: string } }>(PVS, name);
+      return pv?.status?.phase === "Available" || pv?.status?.phase === "Bound";
+    }, { timeoutMs: 30_000, intervalMs: 100 });
+    await this.client.create(PVCS, {
+      metadata: { name, namespace: this.ns },
+      spec: {
+        accessModes,
+        storageClassName: "",
+        resources: { requests: { storage: "1Gi" } },
+        volumeName: name,
+      },
+    } as KubeObject);
+    await this.waitBound(name);
+  }
+
+  /** Wait until the PVC `name` is Bound. */
+  async waitBound(name: string, timeoutMs = 30_000): Promise<void> {
+    await waitFor(`PVC ${name} Bound`, async () => {
+      const p = await this.client.get<KubeObject & { status?: { phase?: string } }>(
+        PVCS,
+        name,
+        this.ns,
+      );
+      return p?.status?.phase === "Bound";
+    }, { timeoutMs, intervalMs: 150 });
+  }
+
+  /** Delete a PVC and its (static) PV. */
+  async dropVolume(name: string): Promise<void> {
+    await this.client.delete(PVCS, name, this.ns).catch(() => false);
+    await this.client.delete(PVS, name).catch(() => false);
+  }
+
+  /** Create a workload pod running `sh -c script` in container `main`. */
+  async pod(o: PodOptions): Promise<Pod> {
+    const fsGroup = o.fsGroup === undefined ? 1000 : o.fsGroup;
+    const { image, pullPolicy } = this.workloadImage;
+    return await this.client.create<Pod>(PODS, {
+      metadata: { name: o.name, namespace: this.ns },
+      spec: {
+        restartPolicy: "Never",
+        terminationGracePeriodSeconds: this.workloadGraceSeconds,
+        automountServiceAccountToken: false,
+        ...(o.node ? { nodeSelector: { "kubernetes.io/hostname": o.node } } : {}),
+        securityContext: {
+          runAsUser: o.runAsUser ?? 1000,
+          runAsGroup: o.runAsGroup ?? 1000,
+          ...(fsGroup !== null ? { fsGroup } : {}),
+        },
+        containers: [{
+          name: "main",
+          image,
+          ...(pullPolicy ? { imagePullPolicy: pullPolicy } : {}),
+          command: ["sh", "-c", o.script],
+          env: Object.entries(o.env ?? {}).map(([name, value]) => ({ name, value })),
+          volumeMounts: o.volumes.map((v, i) => ({
+            name: `v${i}`,
+            mountPath: v.mountPath,
+            ...(v.readOnly ? { readOnly: true } : {}),
+          })),
+        }],
+        volumes: o.volumes.map((v, i) => ({
+          name: `v${i}`,
+          persistentVolumeClaim: { claimName: v.claim, ...(v.readOnly ? { readOnly: true } : {}) },
+        })),
+      },
+    } as unknown as Pod);
+  }
+
+  /** FailedMount (or any `reason`) events of a pod. */
+  async events(pod: Pod, reason = "FailedMount"): Promise<KubeEvent[]> {
+    return (await this.client.list<KubeEvent>(EVENTS, { namespace: this.ns })).items.filter((e) =>
+      e.reason === reason && e.involvedObject?.uid === pod.metadata.uid
+    );
+  }
+
+  /** Why a pod is not done: last FailedMount event, the container output, the node plugins. */
+  async diagnose(pod: Pod): Promise<string> {
+    const last = (await this.events(pod)).at(-1)?.message;
+    const p = await this.client.get<Pod>(PODS, pod.metadata.name, this.ns);
+    return `phase ${p?.status?.phase ?? "gone"}${last ? `; last FailedMount: ${last}` : ""}; log: ${
+      JSON.stringify((await this.log(pod)).slice(-800))
+    }${await this.nodePluginLogs()}`;
+  }
+
+  /** Wait until a pod reached one of `phases` (Failed is an error unless listed). */
+  async waitPhase(pod: Pod, phases: string[], timeoutMs = 60_000): Promise<Pod> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const p = await this.client.get<Pod>(PODS, pod.metadata.name, this.ns);
+      const phase = p?.status?.phase ?? "";
+      if (phases.includes(phase)) return p!;
+      if (phase === "Failed") {
+        throw new Error(`pod ${pod.metadata.name} failed: ${await this.diagnose(pod)}`);
+      }
+      if (Date.now() > deadline) {
+        throw new Error(
+          `pod ${pod.metadata.name} not ${phases.join("/")} within ${
+            timeoutMs / 1000
+          } s: ${await this
+            .diagnose(pod)}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  /** Run a pod to completion; returns its output. */
+  async run(o: PodOptions, timeoutMs = 60_000): Promise<string> {
+    const pod = await this.pod(o);
+    try {
+      await this.waitPhase(pod, ["Succeeded"], timeoutMs);
+      return await this.log(pod);
+    } finally {
+      await this.deletePod(pod.metadata.name);
+    }
+  }
+
+  /** Wait until a running pod printed `marker`. */
+  async waitLog(pod: Pod, marker: string, timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!(await this.log(pod)).includes(marker)) {
+      const p = await this.client.get<Pod>(PODS, pod.metadata.name, this.ns);
+      if (p?.status?.phase === "Failed" || p?.status?.phase === "Succeeded") {
+        throw new Error(`pod ${pod.metadata.name} ended: ${await this.diagnose(pod)}`);
+      }
+      if (Date.now() > deadline) {
+        throw new Error(
+          `pod ${pod.metadata.name} did not print ${marker}: ${await this.diagnose(pod)}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  /** Delete a pod and wait until it is gone (unpublished). */
+  async deletePod(name: string, timeoutMs = 60_000): Promise<void> {
+    await this.client.delete(PODS, name, this.ns).catch(() => false);
+    await waitFor(`pod ${name} gone`, async () => !(await this.client.get(PODS, name, this.ns)), {
+      timeoutMs,
+      intervalMs: 150,
+    });
+  }
+
+  /** Mountpoint Pods. */
+  async mountpointPods(): Promise<Pod[]> {
+    return (await this.client.list<Pod>(PODS, {
+      namespace: DEFAULT_MOUNTPOINT_NAMESPACE,
+      labelSelector: `${LABEL_COMPONENT}=${COMPONENT_MOUNTPOINT_POD}`,
+    })).items;
+  }
+
+  /** S3PAs. */
+  async s3pas(): Promise<S3paLike[]> {
+    return (await this.client.list<S3paLike>(S3PAS)).items;
+  }
+
+  /** The Mountpoint Pod serving a workload pod (from the S3PAs). */
+  async mountpointPodOf(pod: Pod): Promise<string | undefined> {
+    for (const s of await this.s3pas()) {
+      for (const [mp, ws] of Object.entries(s.spec?.mountpointS3PodAttachments ?? {})) {
+        if (ws.some((w) => w.workloadPodUID === pod.metadata.uid)) return mp;
+      }
+    }
+    return undefined;
+  }
+
+  /** Wait until the controller released every Mountpoint Pod and S3PA. */
+  async waitReleased(timeoutMs = 45_000): Promise<void> {
+    await waitFor(
+      "Mountpoint Pods and S3PAs released",
+      async () => !(await this.mountpointPods()).length && !(await this.s3pas()).length,
+      { timeoutMs, intervalMs: 250 },
+    );
+  }
+
+  /**
+   * Wait until no S3PA is left and every remaining Mountpoint Pod is marked needs-unmount with its
+   * source unmounted. A Mountpoint Pod that never received a mount (its publish failed before the
+   * mount: missing bucket, denied keys, refused option) keeps running until the mounter's receive
+   * timeout (2 min): the mounter checks `mount.exit` only before blocking in accept(). Returns
+   * the names of such lingering pods.
+   */
+  async waitSettled(timeoutMs = 45_000): Promise<string[]> {
+    let lingering: string[] = [];
+    await waitFor("S3PAs gone and Mountpoint Pods released or marked needs-unmount", async () => {
+      if ((await this.s3pas()).length) return false;
+      const mps = await this.mountpointPods();
+      const sources = new Set(
+        (await this.fuseMounts()).map((m) => m.mountPoint.split("/").at(-1)),
+      );
+      if (
+        mps.some((p) =>
+          p.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] !== "true" ||
+          sources.has(p.metadata.name)
+        )
+      ) return false;
+      lingering = mps.map((p) => p.metadata.name);
+      return true;
+    }, { timeoutMs, intervalMs: 250 });
+    return lingering;
+  }
+}
+
+/** Run `scenarios` as steps of one test (`t.step` each). */
+export function stepsOf(t: Deno.TestContext): Step {
+  return (name, fn) => t.step(name, fn);
+}
