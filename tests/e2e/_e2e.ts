@@ -4,7 +4,8 @@
  * process serving the CSI Controller service and the csi-provisioner emulation, so static and
  * dynamic volumes both work. Each scenario is a `t.step` that creates objects with unique names
  * and deletes them again; the sandbox is stopped at the end of the file's test and the run fails
- * when anything is left mounted or running under its state dir.
+ * when a Mountpoint Pod is not released, a driver process crashed (a node plugin restart counts),
+ * or anything is left mounted or running under its state dir.
  *
  * Needs root, /dev/fuse, rclone and Ceph RGW (`radosgw`); skips with the reason otherwise.
  *
@@ -26,20 +27,20 @@ import { EVENTS, PODS, PVCS, PVS, SECRETS } from "../../src/kube/resources.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import {
-  ANNOTATION_NEEDS_UNMOUNT,
   COMPONENT_MOUNTPOINT_POD,
   DEFAULT_MOUNTPOINT_NAMESPACE,
   LABEL_COMPONENT,
 } from "../../src/mppod/labels.ts";
 import { Provisioner } from "../testbed/csi_provisioner/provisioner.ts";
 import { ChildProcess } from "../testbed/sandbox/child_process.ts";
-import { mountsUnder, processesUsing } from "../testbed/sandbox/sandbox.ts";
+import { describeCrashes } from "../testbed/sandbox/child_process.ts";
+import { cleanUpLeftovers, leftoversOf, processesUsing } from "../testbed/sandbox/leftovers.ts";
 import { SandboxEnv } from "../testbed/sandbox/sandbox_env.ts";
 import type { S3Env } from "../testbed/sandbox/s3_server.ts";
 import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
-import { unmount } from "../../src/sys/mount.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
+import { errorMessage } from "../../src/util/errors.ts";
 import { waitFor } from "../_helpers.ts";
 
 /** Namespace of the workloads. */
@@ -90,6 +91,8 @@ export interface PodOptions {
   readonly runAsGroup?: number;
   /** Omitted when null. @default 1000 */
   readonly fsGroup?: number | null;
+  /** @default "Never" */
+  readonly restartPolicy?: "Never" | "OnFailure" | "Always";
   /** Pin to a node. */
   readonly node?: string;
   readonly env?: Record<string, string>;
@@ -263,7 +266,7 @@ export class E2E {
     return await this.client.create<Pod>(PODS, {
       metadata: { name: o.name, namespace: NS },
       spec: {
-        restartPolicy: "Never",
+        restartPolicy: o.restartPolicy ?? "Never",
         terminationGracePeriodSeconds: 3,
         ...(o.node ? { nodeSelector: { "kubernetes.io/hostname": o.node } } : {}),
         securityContext: {
@@ -415,33 +418,6 @@ export class E2E {
     );
   }
 
-  /**
-   * Wait until no S3PA is left and every remaining Mountpoint Pod is marked needs-unmount with its
-   * source unmounted. A Mountpoint Pod that never received a mount (its publish failed before the
-   * mount: missing bucket, denied keys, refused option) keeps running until the mounter's receive
-   * timeout (2 min): the mounter checks `mount.exit` only before blocking in accept(). Returns
-   * the names of such lingering pods.
-   */
-  async waitSettled(timeoutMs = 45_000): Promise<string[]> {
-    let lingering: string[] = [];
-    await waitFor("S3PAs gone and Mountpoint Pods released or marked needs-unmount", async () => {
-      if ((await this.s3pas()).length) return false;
-      const mps = await this.mountpointPods();
-      const sources = new Set(
-        (await this.fuseMounts()).map((m) => m.mountPoint.split("/").at(-1)),
-      );
-      if (
-        mps.some((p) =>
-          p.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] !== "true" ||
-          sources.has(p.metadata.name)
-        )
-      ) return false;
-      lingering = mps.map((p) => p.metadata.name);
-      return true;
-    }, { timeoutMs, intervalMs: 250 });
-    return lingering;
-  }
-
   /** FUSE mounts (sources and bind mounts) under the sandbox's state dir. */
   async fuseMounts(): Promise<MountInfo[]> {
     return (await readMountInfo()).filter((m) =>
@@ -521,27 +497,32 @@ export async function withSandbox(
   try {
     await e.provisioner?.stop();
     await env.drain().catch(() => {});
-    // SandboxEnv.drain() waits for the Mountpoint Pods only when workloads were left: wait here
-    // too, or stopping the controller and kubelets mid-release leaves their source mounts.
+    // Every Mountpoint Pod must be released once its workloads are gone — also after a failed
+    // mount (the mounter exits when the node plugin writes mount.exit). Stopping the controller
+    // and kubelets mid-release would also leave their source mounts.
     if (env.client && env.controller?.exitCode === undefined) {
-      await e.waitSettled(45_000).catch((err) => leaks.push(`release: ${err}`));
+      await e.waitReleased(45_000).catch(async (err) => {
+        const left = (await e.mountpointPods().catch(() => [])).map((p) =>
+          `${p.metadata.name} (${p.status?.phase ?? "?"})`
+        );
+        leaks.push(
+          `release: ${errorMessage(err)}; Mountpoint Pods still there: ${left.join(", ")}`,
+        );
+      });
     }
-    await env.stop().catch((err) => leaks.push(`stop: ${err}`));
+    await env.stop().catch((err) => leaks.push(`stop: ${errorMessage(err)}`));
     stop.abort();
-    const mounts = await mountsUnder(dir);
-    const procs = await processesUsing(dir);
-    if (mounts.length) leaks.push(`mounts left: ${mounts.join(", ")}`);
-    if (procs.size) leaks.push(`processes left: ${[...procs.values()].join(" | ")}`);
-    for (const pid of procs.keys()) {
-      try {
-        Deno.kill(pid, "SIGKILL");
-      } catch { /* gone */ }
+    const crashes = env.crashes();
+    if (crashes.length) {
+      leaks.push(
+        `${crashes.length} driver process crash(es) (each node plugin crash was followed by a restart):\n${
+          describeCrashes(crashes)
+        }`,
+      );
     }
-    for (const m of mounts.sort((a, b) => b.length - a.length)) {
-      try {
-        unmount(m, { detach: true });
-      } catch { /* reported */ }
-    }
+    const left = await leftoversOf(dir);
+    if (left) leaks.push(`left after teardown: ${left}`);
+    await cleanUpLeftovers(dir);
   } finally {
     if (!failure && !leaks.length) {
       await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -550,8 +531,13 @@ export async function withSandbox(
     }
   }
   report(`${opts.name}: whole file ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  if (failure && leaks.length) {
+    throw new Error(`${errorMessage(failure)}\nand at teardown: ${leaks.join("\n")}`, {
+      cause: failure,
+    });
+  }
   if (failure) throw failure;
-  if (leaks.length) throw new Error(`leftovers after teardown: ${leaks.join("; ")}`);
+  if (leaks.length) throw new Error(`teardown found: ${leaks.join("\n")}`);
 }
 
 function freePort(): number {
@@ -621,13 +607,17 @@ export function report(line: string): void {
   Deno.stderr.writeSync(new TextEncoder().encode(`E2E ${line}\n`));
 }
 
-/** Declare a file's test: skipped (with the reason printed) where the tier cannot run. */
+/**
+ * Declare a file's test: skipped (with the reason printed) where the tier cannot run, or for
+ * `skip` (a further need of this file, e.g. the suite's kubectl).
+ */
 export function e2eTest(
   name: string,
   nodes: number,
   fn: (e: E2E, t: Deno.TestContext) => Promise<void>,
+  skip?: string,
 ): void {
-  const reason = e2eSkipReason();
+  const reason = e2eSkipReason() ?? skip;
   if (reason) report(`SKIP ${name}: ${reason}`);
   Deno.test({
     name: reason ? `${name} (skipped: ${reason})` : name,

@@ -2,13 +2,14 @@
  * User-visible failures: a volume that cannot be mounted leaves the pod Pending (no container)
  * with `FailedMount` warning events whose message says what is wrong and what to do — a missing
  * bucket, keys S3 refuses, a mount option the allow-list refuses, an unknown mount option. Deleting
- * the pod then leaves nothing behind.
+ * the pod then leaves nothing behind: no attachment, no running Mountpoint Pod, no mount, no
+ * credential file, no mounter process.
  */
 import assert from "node:assert/strict";
 import { PODS, SECRETS } from "../../src/kube/resources.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { waitFor } from "../_helpers.ts";
-import { type E2E, e2eTest, findFiles, type KubeEvent, NS, report, unique } from "./_e2e.ts";
+import { type E2E, e2eTest, findFiles, type KubeEvent, NS, unique } from "./_e2e.ts";
 
 async function failedMount(e: E2E, claim: string): Promise<KubeEvent> {
   const pod = await e.pod({
@@ -114,14 +115,18 @@ e2eTest("e2e: user-visible failures as pod events", 1, async (e, t) => {
     }
   });
 
-  await t.step("the failed mounts leave no attachment, mount or credential file", async () => {
-    const lingering = await e.waitSettled();
-    assert.deepEqual(await e.fuseMounts(), []);
-    const creds = await findFiles(e.dir, (p) => p.endsWith("/s3-csi-credentials"));
-    assert.deepEqual(creds, [], "no credential file left");
-    if (lingering.length) {
-      // Known bug: see E2E.waitSettled (the mounter ignores mount.exit while waiting in accept).
-      report(`failures: ${lingering.length} Mountpoint Pod(s) marked needs-unmount still running`);
-    }
-  });
+  await t.step(
+    "the failed mounts leave no attachment, Mountpoint Pod, mount or credential file",
+    async () => {
+      // Each failed publish marked its Mountpoint Pod needs-unmount and wrote mount.exit: the
+      // mounter exits (it was waiting for a mount message) and the controller deletes the pod.
+      await e.waitReleased();
+      assert.deepEqual(await e.mountpointPods(), [], "no Mountpoint Pod still running");
+      assert.deepEqual(await e.s3pas(), [], "no attachment");
+      assert.deepEqual(await e.fuseMounts(), []);
+      const creds = await findFiles(e.dir, (p) => p.endsWith("/s3-csi-credentials"));
+      assert.deepEqual(creds, [], "no credential file left");
+      assert.deepEqual(await e.strayProcesses(), [], "no mounter or engine process left");
+    },
+  );
 });

@@ -63,7 +63,8 @@ e2eTest("e2e: per-volume secrets", 1, async (e, t) => {
         );
         assert.equal(await e.log(pod), "", "the container never started");
         await e.deletePod(pod.metadata.name);
-        await e.waitSettled();
+        await e.waitReleased();
+        assert.deepEqual(await e.mountpointPods(), [], "the failed mount's Mountpoint Pod is gone");
         assert.deepEqual(await e.fuseMounts(), []);
         assert.deepEqual(await e.keys(mine), [], "nothing written to the first user's bucket");
       } finally {

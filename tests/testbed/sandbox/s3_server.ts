@@ -1,7 +1,7 @@
 /**
  * The sandbox's S3 server: Ceph RGW from `tests/testbed/services/s3/rgw_start.sh` in a state dir and on ports of
  * its own (so the shared test cluster is never touched, and teardown stops it), or the s3rver
- * fallback (`tests/testbed/services/s3/s3rver_start.ts`) when RGW cannot run (not root, or the start fails).
+ * fake (`tests/testbed/services/s3/s3rver_start.ts`) when asked for or when not root.
  *
  * @module
  */
@@ -155,8 +155,9 @@ async function startS3rver(dir: string, logDir: string, note: string): Promise<S
 }
 
 /**
- * Start the server `choice` asks for. `auto`: RGW when running as root, falling back to s3rver
- * (with the reason in `note`) when RGW cannot start.
+ * Start the server `choice` asks for. `auto`: RGW when running as root (an RGW that cannot start
+ * fails the step: falling back silently would drop the S3 features the scenario shows), s3rver
+ * when not root (RGW needs root to install and start).
  */
 export async function startS3Server(
   choice: S3Choice,
@@ -171,7 +172,8 @@ export async function startS3Server(
   try {
     return await startRgw(logDir, signal);
   } catch (err) {
-    if (choice === "rgw") throw err;
-    return await startS3rver(dir, logDir, `RGW unavailable: ${errorMessage(err)}`);
+    throw new Error(
+      `${errorMessage(err)}; --s3 s3rver runs without RGW (dynamic provisioning is then skipped)`,
+    );
   }
 }
