@@ -16,6 +16,7 @@ import type { KubeObject } from "../../src/kube/client.ts";
 import type { Resource } from "../../src/kube/resources.ts";
 import { deployCluster, runTask } from "./_deploy_cluster.ts";
 import { scanApiCalls } from "./_api_calls.ts";
+import { realTierSkipReason, testOrSkip } from "../_helpers.ts";
 
 const SAR: Resource = {
   group: "authorization.k8s.io",
@@ -33,14 +34,8 @@ interface Ask {
   name?: string;
 }
 
-if (!Deno.env.get("KUBE_REAL_KUBECONFIG")) {
-  // deno-lint-ignore no-console
-  console.error("rbac_real_test: KUBE_REAL_KUBECONFIG not set, real kube-apiserver tier skipped");
-}
-
-Deno.test({
+testOrSkip(realTierSkipReason(), {
   name: "rbac (real kube-apiserver): components may make their calls and nothing next to them",
-  ignore: !Deno.env.get("KUBE_REAL_KUBECONFIG"),
   async fn() {
     await using c = await deployCluster("real");
     const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
