@@ -58,6 +58,9 @@ async function enginePid(mounterPid: number): Promise<number> {
   }, { timeoutMs: 20_000 });
 }
 
+/** What the node plugin logs when a republish finds the source mount dead (publisher.ts). */
+const REMOUNT_LOG = /Source mount \S+ is dead .*; mounting it again/;
+
 async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   return await Promise.race([
@@ -84,7 +87,9 @@ async function assertAbnormal(h: Harness, pv: string, target: string): Promise<s
 
 /**
  * The republish arrives before the Mountpoint Pod's container has restarted (kubelet's restart
- * back-off): it must wait for the new mounter's socket and then succeed.
+ * back-off): it must wait for the new mounter's socket and then succeed. The container restarts
+ * once the node plugin has taken the republish in hand (it logs that it mounts the dead source
+ * again), not after a guessed delay.
  */
 async function republishThenRestart(
   h: Harness,
@@ -92,9 +97,19 @@ async function republishThenRestart(
   uid: string,
   restart: () => Promise<void>,
 ): Promise<void> {
+  const remounts = () => h.node.stderr().split(REMOUNT_LOG).length - 1;
+  const before = remounts();
   const publishing = h.csi.node.nodePublishVolume(h.publishRequest(uid, pv));
-  publishing.catch(() => {});
-  await new Promise((r) => setTimeout(r, 1000));
+  let settled = false;
+  publishing.then(() => settled = true, () => settled = true);
+  await waitFor("the node plugin to start mounting the dead source again", async () => {
+    // A publish that ended early (e.g. an error) is reported as such, not as a timeout.
+    if (settled) {
+      await publishing;
+      throw new Error("the republish returned before the mounter restarted");
+    }
+    return remounts() > before;
+  }, { timeoutMs: 30_000, intervalMs: 50 });
   await restart();
   await bounded(publishing, 40_000, "the republish waiting for the restarted mounter");
 }
@@ -175,7 +190,7 @@ faultTest(
         }"); mounter exit ${status.code}; stats abnormal ${detectMs} ms after the kill; ${
           phase === "read"
             ? "mounter restart then republish"
-            : "republish (1 s before the mounter restart)"
+            : "republish (before the mounter restart)"
         } ${repairMs} ms; ${closed.size} closed files in S3`,
       );
     }
@@ -228,7 +243,7 @@ faultTest(
         r.stderr.split("\n").at(-1)
       }"), writer exit ${w.code} after ${w.ms} ms ("${
         w.stderr.split("\n").at(-1)
-      }"); stats abnormal ${detectMs} ms after the kill; republish (1 s before the container restart) ${repairMs} ms; ${closed.size} closed files in S3`,
+      }"); stats abnormal ${detectMs} ms after the kill; republish (before the container restart) ${repairMs} ms; ${closed.size} closed files in S3`,
     );
   },
 );
