@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# Install what building and testing this project needs, idempotently:
+# Install what building and testing this project needs, idempotently, on Debian 12 or 13 with
+# only Node.js/npm (proven by scripts/fresh_debian_check.sh):
 #   - Deno 2.9.6 from npm (the only Deno source these machines reach) when missing or different;
-#   - when root: the Debian packages the test tiers use (FUSE, rclone, openssl, util-linux, and
-#     containerd/runc/CNI plugins/iptables for the real-node tier);
-#   - the npm dependencies pinned by deno.lock.
-# Works on Debian 12 and 13. Safe to run again; prints what it does on stderr.
+#   - when root: the Debian packages the tests and the sandbox use (lists below, by purpose);
+#   - when root: Go from Debian when no Go >= GO_MIN is installed (Debian 12: bookworm-backports,
+#     whose golang-go is 1.23; Debian 13: golang-go 1.24);
+#   - the npm dependencies pinned by deno.lock;
+#   - unless --no-test-binaries: the test binaries built from Go modules, each by its own build
+#     script (cached outside the repo): the real-tier Kubernetes binaries and kubectl
+#     (tests/testbed/services/kube_real/build.sh, ~10 min the first time on 2 cores; the tests use
+#     that kubectl, never the machine's) and csi-sanity (tests/testbed/services/csi_sanity/build.sh).
+# Safe to run again; prints what it does on stderr. Exit 1 when something it must do fails.
 set -euo pipefail
 
 DENO_VERSION="2.9.6"
-APT_PACKAGES=(fuse3 rclone openssl util-linux ca-certificates)
+# Go that builds k8s.io/kubernetes v1.32 (its go.mod says go 1.23).
+GO_MIN="1.23"
+ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Debian packages, one list per purpose (add a list for a new purpose; keep each sorted).
+# Tools the tests and testbed spawn: FUSE (fusermount3), rclone (the FUSE engine), openssl
+# (emulator certificates), util-linux (setpriv, setsid, unshare, flock, mount), procps (pgrep),
+# iproute2 (ss), curl (service health checks), coreutils (dd, timeout, sha256sum).
+APT_TEST_TOOLS=(ca-certificates coreutils curl fuse3 iproute2 openssl procps rclone util-linux)
+# Ceph RGW, the S3 server of the tests and the sandbox (tests/testbed/services/s3/rgw_start.sh).
+APT_RGW=(ceph-mon ceph-osd radosgw)
 # The real-node tier (tests/testbed/services/real_node): containerd, runc, CNI plugins, iptables and
 # nftables, tools the kubelet and kube-proxy call, a static libc for pause.c, busybox for test pods.
-APT_PACKAGES+=(containerd runc containernetworking-plugins iptables nftables conntrack socat ethtool
-  ebtables iproute2 curl procps gcc libc6-dev busybox-static)
-ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+APT_REAL_NODE=(busybox-static conntrack containerd containernetworking-plugins ebtables ethtool gcc
+  iptables libc6-dev nftables runc socat)
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+is_root() { [ "$(id -u)" -eq 0 ]; }
+debian_major() { cut -d. -f1 /etc/debian_version 2>/dev/null || echo "?"; }
 
 ensure_deno() {
   if command -v deno >/dev/null 2>&1 && deno --version 2>/dev/null | head -1 | grep -q "^deno ${DENO_VERSION} "; then
@@ -29,20 +46,79 @@ ensure_deno() {
   deno --version | head -1 | grep -q "^deno ${DENO_VERSION} " || die "deno on PATH is not ${DENO_VERSION} after install: $(command -v deno)"
 }
 
-ensure_apt_packages() {
-  if [ "$(id -u)" -ne 0 ]; then
-    log "not root: skipping Debian packages (${APT_PACKAGES[*]}); tests needing them will skip"
-    return
-  fi
-  local missing=()
-  for p in "${APT_PACKAGES[@]}"; do
+# apt_install [-t RELEASE] PACKAGE...: install the missing ones.
+APT_UPDATED=""
+apt_install() {
+  local release=()
+  if [ "${1:-}" = "-t" ]; then release=(-t "$2"); shift 2; fi
+  local missing=() p
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  [ "${#missing[@]}" -eq 0 ] && return
-  log "installing Debian packages: ${missing[*]} (Debian $(cat /etc/debian_version 2>/dev/null || echo '?'))"
+  [ "${#missing[@]}" -eq 0 ] && return 0
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2 || die "apt-get update failed"
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || die "apt-get install ${missing[*]} failed"
+  if [ -z "$APT_UPDATED" ]; then
+    apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 || die "apt-get update failed"
+    APT_UPDATED=1
+  fi
+  log "installing Debian packages: ${missing[*]}${release:+ from ${release[1]}} (Debian $(cat /etc/debian_version 2>/dev/null || echo '?'))"
+  apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${release[@]}" "${missing[@]}" >&2 ||
+    die "apt-get install ${missing[*]} failed"
+}
+
+ensure_apt_packages() {
+  if ! is_root; then
+    log "WARNING: not root: Debian packages not checked (${APT_TEST_TOOLS[*]} ${APT_RGW[*]} ${APT_REAL_NODE[*]}); tests needing them will be skipped"
+    return
+  fi
+  command -v apt-get >/dev/null 2>&1 || die "no apt-get: this script supports Debian 12 and 13"
+  apt_install "${APT_TEST_TOOLS[@]}" "${APT_RGW[@]}" "${APT_REAL_NODE[@]}"
+}
+
+# go_ok GO: true when GO runs and is at least GO_MIN.
+go_ok() {
+  local v
+  v="$("$1" env GOVERSION 2>/dev/null)" || return 1 # e.g. go1.23.5
+  v="${v#go}"
+  [ "$(printf '%s\n%s\n' "$GO_MIN" "$v" | sort -V | head -1)" = "$GO_MIN" ]
+}
+
+find_go() {
+  local g
+  for g in "${KUBE_REAL_GO:-}" "$(command -v go 2>/dev/null || true)" /usr/local/go/bin/go /usr/lib/go/bin/go; do
+    [ -n "$g" ] && [ -x "$g" ] && go_ok "$g" && { echo "$g"; return 0; }
+  done
+  return 1
+}
+
+ensure_go() {
+  local g
+  if g="$(find_go)"; then
+    log "Go: $("$g" env GOVERSION) at $g"
+    return
+  fi
+  if ! is_root; then
+    log "WARNING: no Go >= ${GO_MIN} and not root: the real kube-apiserver tier and kubectl cannot be built"
+    return
+  fi
+  case "$(debian_major)" in
+  12)
+    # bookworm's golang-go is 1.19: too old for Kubernetes 1.32. bookworm-backports has 1.23.
+    local list=/etc/apt/sources.list.d/s3csi-bookworm-backports.list mirror
+    mirror="$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | tr -d ' ' || true)"
+    mirror="${mirror:-http://deb.debian.org/debian}"
+    if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      log "Debian 12: adding bookworm-backports (${mirror%/}) for Go ${GO_MIN}"
+      echo "deb ${mirror%/} bookworm-backports main" >"$list"
+      APT_UPDATED=""
+    fi
+    apt_install -t bookworm-backports golang-go
+    ;;
+  *) apt_install golang-go ;;
+  esac
+  hash -r
+  g="$(find_go)" || die "installed Debian's golang-go but found no Go >= ${GO_MIN} ($(go version 2>&1 || true))"
+  log "Go: $("$g" env GOVERSION) at $g"
 }
 
 ensure_npm_deps() {
@@ -50,7 +126,46 @@ ensure_npm_deps() {
   (cd "$ROOT_DIR" && deno install --frozen >&2) || die "deno install --frozen failed: is deno.lock in sync with deno.json?"
 }
 
-ensure_deno
-ensure_apt_packages
-ensure_npm_deps
-log "ready: $(deno --version | head -1)"
+# build_with WHAT SCRIPT: run a test binary's own build script (idempotent: nothing to do when its
+# cache is up to date). Its exit 3 means "cannot build here": a warning, as the tests then report
+# those tests skipped with the reason (CI=true fails on that); any other failure stops setup.
+build_with() {
+  local what="$1" script="$2" rc=0
+  if [ ! -f "$ROOT_DIR/$script" ]; then
+    log "no $script in this checkout: $what not built"
+    return 0
+  fi
+  log "building $what ($script)"
+  bash "$ROOT_DIR/$script" >/dev/null || rc=$?
+  case "$rc" in
+  0) ;;
+  3) log "WARNING: $what cannot be built here (reason above); the tests needing it will be skipped (CI=true fails on that)" ;;
+  *) die "$script failed (exit $rc)" ;;
+  esac
+}
+
+build_test_binaries() {
+  local g
+  if g="$(find_go)"; then export KUBE_REAL_GO="$g" CSI_SANITY_GO="$g"; fi
+  build_with "the real kube-apiserver tier and kubectl" tests/testbed/services/kube_real/build.sh
+  build_with "csi-sanity" tests/testbed/services/csi_sanity/build.sh
+}
+
+main() {
+  local binaries=1
+  while [ $# -gt 0 ]; do
+    case "$1" in
+    --no-test-binaries) binaries=0 ;;
+    *) die "unknown option $1 (usage: setup.sh [--no-test-binaries])" ;;
+    esac
+    shift
+  done
+  ensure_deno
+  ensure_apt_packages
+  ensure_go
+  ensure_npm_deps
+  if [ "$binaries" = 1 ]; then build_test_binaries; fi
+  log "ready: $(deno --version | head -1)"
+}
+
+main "$@"

@@ -1,18 +1,50 @@
 #!/usr/bin/env bash
-# `deno task test`: every test tier this machine supports, in order, with one summary at the end.
-#   1. ok        fmt check, lint, type check, unit tests (no permissions)
+# `deno task test`: every test tier, in order, with one summary at the end.
+#   1. ok        fmt check, lint, layers, type check, unit tests (no permissions)
 #   2. gen       generated files match their generators
-#   3. tests/    integration tiers (real processes, FUSE, S3, API servers); a tier whose
-#                prerequisites are missing skips with a printed reason
-# Ends with a line "N passed, N failed, N skipped" counted from the JUnit reports.
+#   3. services  Ceph RGW and the real kube-apiserver tier (built from Go; its kubectl is the one
+#                every test uses, exported as KUBECTL)
+#   4. tests/    integration tiers (real processes, FUSE, S3, API servers); a test that cannot run
+#                here is registered and reported as skipped, with its reason in its name
+#   5. leftovers nothing the suite started is left mounted, running or listening
+#                (scripts/leftovers.ts)
+# The summary counts tests and their steps (t.step) apart, lists every skipped test with its
+# reason, and ends with a line "N passed, N failed, N skipped" (tests).
+#
+# Fail closed: a failed step, test or leak check fails the run. Under CI (CI=true) so does every
+# skipped test and every service that cannot start; locally those are reported loudly at the end
+# (and the run passes if nothing failed).
+#
+# As root, where `unshare` works, the suite runs in PID and mount namespaces of its own: every
+# process it leaves is found (and killed with the namespace), every mount it leaves is found,
+# however many other runs share the machine. S3CSI_TEST_NO_NS=1 turns that off; KEEP_SERVICES=1
+# does too (the kept services must outlive the run).
+#
 # Set TEST_FILTER to pass --filter to deno test; TEST_PATHS to run only some paths of tests/;
-# KEEP_SERVICES=1 leaves RGW and the real API server running; SKIP_RGW=1 / SKIP_KUBE_REAL=1 skip them.
+# KEEP_SERVICES=1 leaves RGW and the real API server running; SKIP_RGW=1 / SKIP_KUBE_REAL=1 skip
+# them (their tests are then skipped; under CI that fails the run).
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
+# ---- own PID and mount namespaces (see above) --------------------------------------------------
+if [ -z "${S3CSI_TEST_NS:-}" ] && [ "${S3CSI_TEST_NO_NS:-}" != "1" ] &&
+  [ "${KEEP_SERVICES:-}" != "1" ] && [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null &&
+  unshare --pid --fork --mount --propagation private --mount-proc true 2>/dev/null; then
+  export S3CSI_TEST_NS=1
+  # bash stays PID 1 of the namespace (it reaps orphaned daemons); when it exits, the kernel
+  # kills whatever is left in the namespace.
+  exec unshare --pid --fork --mount --propagation private --mount-proc \
+    bash -c 'bash "$@"; exit $?' bash "${BASH_SOURCE[0]}" "$@"
+fi
+[ -n "${S3CSI_TEST_NS:-}" ] || export S3CSI_TEST_NS=0
+export S3CSI_TEST_RUN="${S3CSI_TEST_RUN:-$(date +%s)-$$}"
+
+CI_STRICT=0
+[ "${CI:-}" = "true" ] && CI_STRICT=1
 REPORTS="$PWD/dist/test-reports"
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 failed_steps=()
+unavailable=()
 
 step() {
   local name="$1"; shift
@@ -29,23 +61,34 @@ step() {
 filter=()
 [ -n "${TEST_FILTER:-}" ] && filter=(--filter "$TEST_FILTER")
 
-# Services the integration tiers use. Tests that need one skip with a printed reason when it is
-# absent; in CI (CI=true) a service that cannot start fails the run.
-cleanup() {
+deno run -A scripts/leftovers.ts snapshot "$REPORTS/leftovers-before.json" ||
+  failed_steps+=("leftovers-snapshot")
+
+# ---- services ---------------------------------------------------------------------------------
+stop_services() {
   [ "${KEEP_SERVICES:-}" = "1" ] && return 0
   [ -n "${RGW_STARTED:-}" ] && bash tests/testbed/services/s3/rgw_stop.sh >/dev/null 2>&1
   [ -n "${KUBE_REAL_STARTED:-}" ] && bash tests/testbed/services/kube_real/stop.sh >/dev/null 2>&1
-  [ -n "${KUBE_REAL_BUILD_PID:-}" ] && kill "$KUBE_REAL_BUILD_PID" 2>/dev/null
+  RGW_STARTED="" KUBE_REAL_STARTED=""
+  if [ -n "${KUBE_REAL_BUILD_PID:-}" ]; then
+    kill "$KUBE_REAL_BUILD_PID" 2>/dev/null
+    wait "$KUBE_REAL_BUILD_PID" 2>/dev/null
+    KUBE_REAL_BUILD_PID=""
+  fi
   return 0
 }
-trap cleanup EXIT
-service_failed() {
-  printf '=== service %s unavailable: %s\n' "$1" "$2" >&2
-  if [ "${CI:-}" = "true" ]; then failed_steps+=("service-$1"); fi
+trap stop_services EXIT
+# A service the tests need that cannot start: a failure under CI, a loud line otherwise.
+service_unavailable() {
+  printf '=== service %s UNAVAILABLE: %s\n' "$1" "$2" >&2
+  unavailable+=("$1: $2")
+  [ "$CI_STRICT" = 1 ] && failed_steps+=("service-$1")
+  return 0
 }
-# The real kube-apiserver tier builds from Go modules (minutes on a new machine): start it now.
+# The real kube-apiserver tier (and the suite's kubectl) build from Go modules: scripts/setup.sh
+# already did that; otherwise it takes minutes, so it starts now, beside the first steps.
 if [ "${SKIP_KUBE_REAL:-}" != "1" ]; then
-  bash tests/testbed/services/kube_real/build.sh > dist/kube-real-build.log 2>&1 &
+  bash tests/testbed/services/kube_real/build.sh >dist/kube-real-build.log 2>&1 &
   KUBE_REAL_BUILD_PID=$!
 fi
 
@@ -57,36 +100,46 @@ step check deno task check
 step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/ tests/testbed/ scripts/
 step gen deno task gen:check
 
-if [ "$(id -u)" -eq 0 ] && [ "${SKIP_RGW:-}" != "1" ]; then
-  if env_lines=$(bash tests/testbed/services/s3/rgw_start.sh 2>dist/rgw-start.log); then
-    RGW_STARTED=1
-    set -a; eval "$env_lines"; set +a
-    export S3_ENV_FILE="${S3_STATE_DIR:-/var/tmp/s3csi-rgw}/env"
-    printf '=== service rgw: %s\n' "$S3_ENDPOINT" >&2
-  else
-    service_failed rgw "$(tail -1 dist/rgw-start.log)"
-  fi
+if [ "${SKIP_RGW:-}" = "1" ]; then
+  service_unavailable rgw "skipped on request (SKIP_RGW=1)"
+elif [ "$(id -u)" -ne 0 ]; then
+  service_unavailable rgw "needs root (to install and run Ceph)"
+elif env_lines=$(bash tests/testbed/services/s3/rgw_start.sh 2>dist/rgw-start.log); then
+  RGW_STARTED=1
+  set -a; eval "$env_lines"; set +a
+  export S3_ENV_FILE="${S3_STATE_DIR:-/var/tmp/s3csi-rgw}/env"
+  printf '=== service rgw: %s\n' "$S3_ENDPOINT" >&2
 else
-  printf '=== service rgw: skipped (needs root; SKIP_RGW=%s)\n' "${SKIP_RGW:-}" >&2
+  service_unavailable rgw "rgw_start.sh failed: $(tail -1 dist/rgw-start.log)"
 fi
-if [ -n "${KUBE_REAL_BUILD_PID:-}" ]; then
+if [ "${SKIP_KUBE_REAL:-}" = "1" ]; then
+  service_unavailable kube-real "skipped on request (SKIP_KUBE_REAL=1)"
+elif [ -n "${KUBE_REAL_BUILD_PID:-}" ]; then
   rc=0; wait "$KUBE_REAL_BUILD_PID" || rc=$?
   KUBE_REAL_BUILD_PID=""
   if [ "$rc" -eq 0 ]; then
+    bin=$(sed -n 's/^KUBE_REAL_BIN=//p' dist/kube-real-build.log | tail -1)
+    if [ -x "$bin/kubectl" ]; then
+      export KUBECTL="$bin/kubectl"
+      printf '=== kubectl: %s (%s)\n' "$KUBECTL" "$("$KUBECTL" version --client 2>/dev/null | head -1)" >&2
+    else
+      service_unavailable kubectl "build.sh named no kubectl in '$bin'"
+    fi
     rc=0; kcfg=$(bash tests/testbed/services/kube_real/start.sh 2>dist/kube-real-start.log) || rc=$?
     if [ "$rc" -eq 0 ]; then
       KUBE_REAL_STARTED=1
       export KUBE_REAL_KUBECONFIG="$kcfg"
       printf '=== service kube-real: %s\n' "$kcfg" >&2
     else
-      service_failed kube-real "start.sh exit $rc: $(tail -1 dist/kube-real-start.log)"
+      service_unavailable kube-real "start.sh exit $rc: $(tail -1 dist/kube-real-start.log)"
     fi
   elif [ "$rc" -eq 3 ]; then
-    service_failed kube-real "cannot build here: $(tail -1 dist/kube-real-build.log)"
+    service_unavailable kube-real "cannot build here: $(tail -1 dist/kube-real-build.log)"
   else
-    service_failed kube-real "build failed (exit $rc): $(tail -1 dist/kube-real-build.log)"
+    service_unavailable kube-real "build failed (exit $rc): $(tail -1 dist/kube-real-build.log)"
   fi
 fi
+
 # One deno process per tier folder, so that a crash of the runtime in one tier (seen: an nghttp2
 # assertion in Deno's HTTP/2 client) cannot take the other tiers' results with it.
 reports=("$REPORTS/unit.xml")
@@ -99,8 +152,24 @@ for tier in ${TEST_PATHS:-tests/*/}; do
   step "integration:$name" deno test -A --junit-path="$REPORTS/integration-$name.xml" "${filter[@]}" "$tier"
 done
 
-summary=$(deno run --allow-read=dist scripts/junit_summary.ts "${reports[@]}")
+stop_services
+step leftovers deno run -A scripts/leftovers.ts check "$REPORTS/leftovers-before.json"
+
+summary_rc=0
+summary=$(deno run --allow-read=dist scripts/junit_summary.ts "${reports[@]}") || summary_rc=$?
+[ "$summary_rc" -ne 0 ] && failed_steps+=("tests")
+skips=$(printf '%s\n' "$summary" | sed -n 's/^skipped (\([0-9]*\)):$/\1/p')
 echo
+if [ "${#unavailable[@]}" -gt 0 ]; then
+  echo "UNAVAILABLE SERVICES (the tests that need them are skipped):"
+  printf '  - %s\n' "${unavailable[@]}"
+fi
+if [ -n "$skips" ] && [ "$CI_STRICT" = 1 ]; then
+  failed_steps+=("skipped-tests")
+  echo "CI=true: ${skips} skipped test(s) fail the run (listed below)."
+elif [ -n "$skips" ]; then
+  echo "WARNING: ${skips} test(s) skipped (listed below); under CI=true this run would fail."
+fi
 echo "steps failed: ${#failed_steps[@]}${failed_steps[*]:+ (${failed_steps[*]})}"
 echo "$summary"
 [ "${#failed_steps[@]}" -eq 0 ]
