@@ -85,9 +85,10 @@ cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
 echo "s3csi-fresh-$SUITE" >"$ROOT/etc/hostname"
 phase_done "debootstrap ($SUITE, minbase)" "$t" 0
 
-# Copy this checkout as committed (no build outputs, no node_modules).
-mkdir -p "$ROOT/root/s3-csi"
-git -C "$REPO" archive HEAD | tar -x -C "$ROOT/root/s3-csi"
+# Copy this checkout as committed (no build outputs, no node_modules), where other users can read
+# it: the tests run the mounter from the clone as uid 1000 (a clone under /root would not do).
+mkdir -p "$ROOT/srv/s3-csi"
+git -C "$REPO" archive HEAD | tar -x -C "$ROOT/srv/s3-csi"
 
 # in_root [--offline] CMD: run CMD (bash) chrooted in the fresh root, in mount and PID namespaces
 # of its own (and, offline, a network namespace with only loopback). bash stays PID 1 there, so
@@ -135,7 +136,7 @@ phase_done "nodejs + npm from Debian" "$t" "$rc"
 [ "$rc" -eq 0 ] || die "cannot install nodejs and npm in the fresh root"
 t=$SECONDS
 rc=0
-in_root 'cd /root/s3-csi && bash scripts/setup.sh' || rc=$?
+in_root 'cd /srv/s3-csi && bash scripts/setup.sh' || rc=$?
 phase_done "scripts/setup.sh (online)" "$t" "$rc"
 
 # ---- phase 2 (offline): the README's two commands, verbatim -----------------------------------
@@ -143,11 +144,11 @@ test_rc=99 sandbox_rc=99
 if [ "$rc" -eq 0 ]; then
   t=$SECONDS
   test_rc=0
-  in_root --offline 'cd /root/s3-csi && CI=true ./scripts/dev test' || test_rc=$?
+  in_root --offline 'cd /srv/s3-csi && CI=true ./scripts/dev test' || test_rc=$?
   phase_done "CI=true ./scripts/dev test (offline)" "$t" "$test_rc"
   t=$SECONDS
   sandbox_rc=0
-  in_root --offline 'cd /root/s3-csi && ./scripts/dev sandbox' || sandbox_rc=$?
+  in_root --offline 'cd /srv/s3-csi && ./scripts/dev sandbox' || sandbox_rc=$?
   phase_done "./scripts/dev sandbox (offline)" "$t" "$sandbox_rc"
 fi
 

@@ -124,6 +124,24 @@ ensure_go() {
 ensure_npm_deps() {
   log "fetching npm dependencies pinned by deno.lock"
   (cd "$ROOT_DIR" && deno install --frozen >&2) || die "deno install --frozen failed: is deno.lock in sync with deno.json?"
+  # `deno bundle` fetches esbuild from npm on first use; the kubelet emulator bundles the mounter
+  # (always in one kubelet test, and for a clone others cannot read), `deno task build` too:
+  # fetch it now rather than in the middle of a test run.
+  local out
+  out="$(mktemp -d)"
+  (cd "$ROOT_DIR" && deno bundle --quiet --platform deno --packages bundle --output "$out/mounter.js" src/cmd/mounter/main.ts >&2) ||
+    { rm -rf "$out"; die "deno bundle failed (it fetches esbuild from npm on first use)"; }
+  rm -rf "$out"
+}
+
+# The tests run the mounter from this clone as uid 1000 (the Mountpoint Pod's user): every
+# directory down to it must be searchable by others (a clone under /root, mode 0700, is not).
+check_clone_readable() {
+  is_root || return 0
+  command -v setpriv >/dev/null 2>&1 || return 0
+  if ! setpriv --reuid=1000 --regid=1000 --clear-groups test -r "$ROOT_DIR/src/cmd/mounter/main.ts"; then
+    log "WARNING: uid 1000 cannot read $ROOT_DIR/src/cmd/mounter/main.ts: the tests run the mounter from this clone as uid 1000 and will fail (scripts/test.sh stops at once). Clone it where other users can read it (e.g. /srv or /opt; /root is private), or make its parent directories searchable (chmod o+x)"
+  fi
 }
 
 # build_with WHAT SCRIPT: run a test binary's own build script (idempotent: nothing to do when its
@@ -164,6 +182,7 @@ main() {
   ensure_apt_packages
   ensure_go
   ensure_npm_deps
+  check_clone_readable
   if [ "$binaries" = 1 ]; then build_test_binaries; fi
   log "ready: $(deno --version | head -1)"
 }

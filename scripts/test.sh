@@ -41,6 +41,12 @@ export S3CSI_TEST_RUN="${S3CSI_TEST_RUN:-$(date +%s)-$$}"
 
 CI_STRICT=0
 [ "${CI:-}" = "true" ] && CI_STRICT=1
+# Prerequisite: the tests run the mounter from this clone as uid 1000 (the Mountpoint Pod's user).
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
+  ! setpriv --reuid=1000 --regid=1000 --clear-groups test -r src/cmd/mounter/main.ts 2>/dev/null; then
+  echo "=== prerequisite FAILED: uid 1000 cannot read $PWD/src/cmd/mounter/main.ts; the tests run the mounter from this clone as uid 1000 (the Mountpoint Pod's user). Clone it where other users can read it (e.g. /srv or /opt; /root is private), or make its parent directories searchable (chmod o+x)." >&2
+  exit 1
+fi
 REPORTS="$PWD/dist/test-reports"
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 failed_steps=()
