@@ -225,8 +225,13 @@ testOrSkip(ROOT_SKIP, {
       pending?.status?.containerStatuses?.[0]?.state.waiting?.reason,
       "ContainerCreating",
     );
-    // Final error: kubelet removed vol_data.json and the PV dir.
-    assert.equal(await exists(csiVolumeDir(h.root, pod.metadata.uid, "pv-c")), false);
+    // Final error: kubelet removes vol_data.json and the PV dir (once the error came back, which
+    // can be after the fake recorded the call; the next retry is ≥ 1 s of back-off away).
+    await waitFor(
+      "the kubelet to remove the PV dir after the final error",
+      async () => !(await exists(csiVolumeDir(h.root, pod.metadata.uid, "pv-c"))),
+      { timeoutMs: 10_000, intervalMs: 10 },
+    );
     const events = await h.client.list<
       { reason: string; message: string; type: string; count: number }
     >(
