@@ -9,7 +9,8 @@
 #   - unless --no-test-binaries: the test binaries built from Go modules, each by its own build
 #     script (cached outside the repo): the real-tier Kubernetes binaries and kubectl
 #     (tests/testbed/services/kube_real/build.sh, ~10 min the first time on 2 cores; the tests use
-#     that kubectl, never the machine's) and csi-sanity (tests/testbed/services/csi_sanity/build.sh).
+#     that kubectl, never the machine's), csi-sanity (tests/testbed/services/csi_sanity/build.sh)
+#     and the soak test's grpc-go client (tests/adversarial/kubelet_client/build.sh).
 # Safe to run again; prints what it does on stderr. Exit 1 when something it must do fails.
 set -euo pipefail
 
@@ -164,9 +165,10 @@ build_with() {
 
 build_test_binaries() {
   local g
-  if g="$(find_go)"; then export KUBE_REAL_GO="$g" CSI_SANITY_GO="$g"; fi
+  if g="$(find_go)"; then export KUBE_REAL_GO="$g" CSI_SANITY_GO="$g" KUBELET_CLIENT_GO="$g"; fi
   build_with "the real kube-apiserver tier and kubectl" tests/testbed/services/kube_real/build.sh
   build_with "csi-sanity" tests/testbed/services/csi_sanity/build.sh
+  build_with "the kubelet-style gRPC client of the soak test" tests/adversarial/kubelet_client/build.sh
 }
 
 main() {
