@@ -58,9 +58,6 @@ async function enginePid(mounterPid: number): Promise<number> {
   }, { timeoutMs: 20_000 });
 }
 
-/** What the node plugin logs when a republish finds the source mount dead (publisher.ts). */
-const REMOUNT_LOG = /Source mount \S+ is dead .*; mounting it again/;
-
 async function bounded<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   return await Promise.race([
@@ -88,8 +85,8 @@ async function assertAbnormal(h: Harness, pv: string, target: string): Promise<s
 /**
  * The republish arrives before the Mountpoint Pod's container has restarted (kubelet's restart
  * back-off): it must wait for the new mounter's socket and then succeed. The container restarts
- * once the node plugin has taken the republish in hand (it logs that it mounts the dead source
- * again), not after a guessed delay.
+ * once the node plugin has taken the republish in hand — it detaches the dead target first, so
+ * the target leaves the mount table — not after a guessed delay.
  */
 async function republishThenRestart(
   h: Harness,
@@ -97,19 +94,23 @@ async function republishThenRestart(
   uid: string,
   restart: () => Promise<void>,
 ): Promise<void> {
-  const remounts = () => h.node.stderr().split(REMOUNT_LOG).length - 1;
-  const before = remounts();
+  const target = h.target(uid, pv);
+  assert.ok(findMount(await readMountInfo(), target), "the dead target is still mounted");
   const publishing = h.csi.node.nodePublishVolume(h.publishRequest(uid, pv));
   let settled = false;
   publishing.then(() => settled = true, () => settled = true);
-  await waitFor("the node plugin to start mounting the dead source again", async () => {
-    // A publish that ended early (e.g. an error) is reported as such, not as a timeout.
-    if (settled) {
-      await publishing;
-      throw new Error("the republish returned before the mounter restarted");
-    }
-    return remounts() > before;
-  }, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    "the node plugin to detach the dead target (the republish is in hand)",
+    async () => {
+      // A publish that ended early (e.g. an error) is reported as such, not as a timeout.
+      if (settled) {
+        await publishing;
+        throw new Error("the republish returned before the mounter restarted");
+      }
+      return !findMount(await readMountInfo(), target);
+    },
+    { timeoutMs: 30_000, intervalMs: 20 },
+  );
   await restart();
   await bounded(publishing, 40_000, "the republish waiting for the restarted mounter");
 }
