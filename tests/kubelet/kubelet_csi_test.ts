@@ -199,7 +199,11 @@ testOrSkip(ROOT_SKIP, {
     assert.ok(Date.now() - t0 < 4000, "sleep exits on SIGTERM; no SIGKILL wait");
     const order = h.csi.calls.map((c) => c.method).filter((m) => m !== "NodeGetCapabilities");
     assert.equal(order.at(-1), "NodeUnpublishVolume");
-    assert.equal(await exists(podDir(h.root, uid)), false);
+    // The kubelet removes the pod dir right after its final DELETE: wait for it, do not race it.
+    await waitFor("the pod dir to be removed", async () => !(await exists(podDir(h.root, uid))), {
+      timeoutMs: 10_000,
+      intervalMs: 10,
+    });
   },
 });
 

@@ -77,9 +77,13 @@ testOrSkip(ROOT_SKIP, {
     const uid = pod.metadata.uid;
     const comm = hostCommDir(h.root, uid);
     assert.equal(comm, `${h.root}/pods/${uid}/volumes/kubernetes.io~empty-dir/comm`);
+    // The container writes its three lines one after the other: wait for all of them.
     const whoami = await waitFor(
-      "whoami",
-      () => Deno.readTextFile(`${comm}/whoami`).catch(() => ""),
+      "whoami (all three lines)",
+      async () => {
+        const text = await Deno.readTextFile(`${comm}/whoami`).catch(() => "");
+        return /CapEff:.*\n/.test(text) ? text : "";
+      },
     );
     const [ids, nnp, caps] = whoami.trim().split("\n");
     // uid|gid|groups|comm dir|args ("/comm" rewritten to the host path)
