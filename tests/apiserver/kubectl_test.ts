@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.ts";
 import { s3paCrd } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import { kubectl, kubectlTest, podManifest, waitFor } from "./_helpers.ts";
+import { kubectlPath } from "../_helpers.ts";
 
 let api: ApiServer | undefined;
 async function server(): Promise<ApiServer> {
@@ -124,7 +125,8 @@ kubectlTest("kubectl get pods --field-selector spec.nodeName=<n> -w streams even
   const emu = await server();
   const kc = emu.kubeconfigPath;
   const watchesBefore = emu.store.hub.size;
-  const child = new Deno.Command("kubectl", {
+  // The suite's kubectl (kubectlTest skips this test without one).
+  const child = new Deno.Command(kubectlPath()!, {
     args: [
       "get",
       "pods",
