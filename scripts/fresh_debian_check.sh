@@ -13,6 +13,9 @@
 #
 #   sudo scripts/fresh_debian_check.sh 12        # bookworm (also: 13 / trixie)
 #   sudo scripts/fresh_debian_check.sh 13 --keep # keep the root for inspection
+#   sudo scripts/fresh_debian_check.sh 12 --reuse /var/tmp/s3csi-fresh-bookworm-XXXX
+#        # a kept root again, with this checkout's HEAD copied in afresh: setup.sh and the two
+#        # commands only (not a fresh machine any more: to iterate on a fix it found)
 #
 # How it runs, so that it proves the claim and disturbs nothing else on the machine:
 #   - the root lives in /var/tmp/s3csi-fresh-<release>-XXXX; everything runs chrooted there in
@@ -31,7 +34,7 @@
 # http://deb.debian.org/debian), FRESH_DIR (parent of the root, default /var/tmp).
 set -euo pipefail
 
-usage() { echo "usage: $0 12|13|bookworm|trixie [--keep]" >&2; exit 2; }
+usage() { echo "usage: $0 12|13|bookworm|trixie [--keep | --reuse ROOT]" >&2; exit 2; }
 log() { printf '\nfresh_debian_check: %s\n' "$*" >&2; }
 die() { printf 'fresh_debian_check: error: %s\n' "$*" >&2; exit 1; }
 
@@ -42,7 +45,17 @@ case "$1" in
 *) usage ;;
 esac
 KEEP=0
-[ "${2:-}" = "--keep" ] && KEEP=1
+REUSE=""
+case "${2:-}" in
+"") ;;
+--keep) KEEP=1 ;;
+--reuse)
+  REUSE="${3:-}"
+  KEEP=1
+  if [ ! -d "$REUSE/etc/apt" ]; then die "--reuse needs a root made by this script"; fi
+  ;;
+*) usage ;;
+esac
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, namespaces)"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 command -v git >/dev/null || die "needs git (to copy this checkout's HEAD)"
@@ -57,8 +70,12 @@ MIRROR="${DEBIAN_MIRROR:-$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/so
 MIRROR="${MIRROR:-http://deb.debian.org/debian}"
 MIRROR="${MIRROR%/}"
 
-ROOT="$(mktemp -d "${FRESH_DIR:-/var/tmp}/s3csi-fresh-$SUITE-XXXX")"
-chmod 755 "$ROOT"
+if [ -n "$REUSE" ]; then
+  ROOT="$REUSE"
+else
+  ROOT="$(mktemp -d "${FRESH_DIR:-/var/tmp}/s3csi-fresh-$SUITE-XXXX")"
+  chmod 755 "$ROOT"
+fi
 START=$SECONDS
 timings=()
 phase_done() { timings+=("$1: $((SECONDS - $2)) s, exit $3"); log "$1: exit $3 after $((SECONDS - $2)) s"; }
@@ -70,6 +87,7 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- the fresh root ---------------------------------------------------------------------------
+if [ -z "$REUSE" ]; then
 t=$SECONDS
 log "debootstrap --variant=minbase $SUITE $ROOT $MIRROR"
 script=/usr/share/debootstrap/scripts/$SUITE
@@ -84,9 +102,11 @@ EOF
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
 echo "s3csi-fresh-$SUITE" >"$ROOT/etc/hostname"
 phase_done "debootstrap ($SUITE, minbase)" "$t" 0
+fi
 
 # Copy this checkout as committed (no build outputs, no node_modules), where other users can read
 # it: the tests run the mounter from the clone as uid 1000 (a clone under /root would not do).
+rm -rf "$ROOT/srv/s3-csi"
 mkdir -p "$ROOT/srv/s3-csi"
 git -C "$REPO" archive HEAD | tar -x -C "$ROOT/srv/s3-csi"
 
