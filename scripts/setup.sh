@@ -3,8 +3,10 @@
 # only Node.js/npm (proven by scripts/fresh_debian_check.sh):
 #   - Deno 2.9.6 from npm (the only Deno source these machines reach) when missing or different;
 #   - when root: the Debian packages the tests and the sandbox use (lists below, by purpose);
-#   - when root: Go from Debian when no Go >= GO_MIN is installed (Debian 12: bookworm-backports,
-#     whose golang-go is 1.23; Debian 13: golang-go 1.24);
+#   - when root: Go from Debian when no Go >= GO_WANT is installed: Debian 13 from trixie-backports
+#     (golang-go 1.27), Debian 12 from bookworm-backports (golang-go 1.23: enough for Kubernetes
+#     1.32, GO_MIN, but not for the soak test's client, which is then skipped — Debian 12 packages
+#     no newer Go);
 #   - the npm dependencies pinned by deno.lock;
 #   - unless --no-test-binaries: the test binaries built from Go modules, each by its own build
 #     script (cached outside the repo): the real-tier Kubernetes binaries and kubectl
@@ -15,8 +17,11 @@
 set -euo pipefail
 
 DENO_VERSION="2.9.6"
-# Go that builds k8s.io/kubernetes v1.32 (its go.mod says go 1.23).
+# Go that builds k8s.io/kubernetes v1.32 (its go.mod says go 1.23): needed.
 GO_MIN="1.23"
+# Go that builds every test binary: the soak test's grpc-go client (tests/adversarial/kubelet_client)
+# needs 1.25; csi-sanity builds v5.6.0 with it (v5.4.0 with 1.23). Wanted.
+GO_WANT="1.25"
 ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # Debian packages, one list per purpose (add a list for a new purpose; keep each sorted).
@@ -76,13 +81,14 @@ ensure_apt_packages() {
   apt_install "${APT_TEST_TOOLS[@]}" "${APT_RGW[@]}" "${APT_REAL_NODE[@]}"
 }
 
-# go_ok GO: true when GO runs and is at least GO_MIN.
-go_ok() {
+# go_at_least GO VERSION: true when GO runs and is at least VERSION.
+go_at_least() {
   local v
   v="$("$1" env GOVERSION 2>/dev/null)" || return 1 # e.g. go1.23.5
   v="${v#go}"
-  [ "$(printf '%s\n%s\n' "$GO_MIN" "$v" | sort -V | head -1)" = "$GO_MIN" ]
+  [ "$(printf '%s\n%s\n' "$2" "$v" | sort -V | head -1)" = "$2" ]
 }
+go_ok() { go_at_least "$1" "$GO_MIN"; }
 
 find_go() {
   local g
@@ -92,34 +98,55 @@ find_go() {
   return 1
 }
 
+# add_backports SUITE: enable SUITE-backports (pinned low by Debian: only what is asked for comes
+# from it) on the mirror apt already uses.
+add_backports() {
+  local suite="$1" list="/etc/apt/sources.list.d/s3csi-$1-backports.list" mirror
+  grep -rqs "$suite-backports" /etc/apt/sources.list /etc/apt/sources.list.d/ && return 0
+  mirror="$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | tr -d ' ' || true)"
+  mirror="${mirror:-http://deb.debian.org/debian}"
+  log "adding $suite-backports (${mirror%/}) for Go"
+  echo "deb ${mirror%/} $suite-backports main" >"$list"
+  APT_UPDATED=""
+}
+
 ensure_go() {
   local g
-  if g="$(find_go)"; then
+  if g="$(find_go)" && go_at_least "$g" "$GO_WANT"; then
     log "Go: $("$g" env GOVERSION) at $g"
     return
   fi
   if ! is_root; then
-    log "WARNING: no Go >= ${GO_MIN} and not root: the real kube-apiserver tier and kubectl cannot be built"
+    log "WARNING: no Go >= ${GO_WANT} and not root: test binaries needing it will not be built (their tests are skipped)"
     return
   fi
+  export DEBIAN_FRONTEND=noninteractive
   case "$(debian_major)" in
   12)
-    # bookworm's golang-go is 1.19: too old for Kubernetes 1.32. bookworm-backports has 1.23.
-    local list=/etc/apt/sources.list.d/s3csi-bookworm-backports.list mirror
-    mirror="$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | tr -d ' ' || true)"
-    mirror="${mirror:-http://deb.debian.org/debian}"
-    if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
-      log "Debian 12: adding bookworm-backports (${mirror%/}) for Go ${GO_MIN}"
-      echo "deb ${mirror%/} bookworm-backports main" >"$list"
-      APT_UPDATED=""
+    # bookworm's golang-go is 1.19, too old for Kubernetes 1.32; bookworm-backports has 1.23.
+    if [ -z "$g" ]; then
+      add_backports bookworm
+      apt_install -t bookworm-backports golang-go
     fi
-    apt_install -t bookworm-backports golang-go
     ;;
-  *) apt_install golang-go ;;
+  13)
+    # trixie's golang-go is 1.24; trixie-backports has a newer one (1.27).
+    add_backports trixie
+    if [ -z "$APT_UPDATED" ]; then
+      apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 || die "apt-get update failed"
+      APT_UPDATED=1
+    fi
+    log "installing Debian's golang-go from trixie-backports"
+    apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends -t trixie-backports golang-go >&2 ||
+      die "apt-get install -t trixie-backports golang-go failed"
+    ;;
+  *) [ -n "$g" ] || apt_install golang-go ;;
   esac
   hash -r
   g="$(find_go)" || die "installed Debian's golang-go but found no Go >= ${GO_MIN} ($(go version 2>&1 || true))"
   log "Go: $("$g" env GOVERSION) at $g"
+  go_at_least "$g" "$GO_WANT" ||
+    log "WARNING: Debian $(debian_major) packages no Go >= ${GO_WANT}: the soak test's grpc-go client (tests/adversarial/kubelet_client) cannot be built with it; that test is skipped (CI=true fails on that) until the client builds with Go ${GO_MIN}"
 }
 
 ensure_npm_deps() {
