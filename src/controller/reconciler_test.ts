@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachment.ts";
-import { FakeKubeClient } from "../kube/fake_client.ts";
+import { FakeKubeClient, objectKey } from "../kube/fake_client.ts";
 import { Informer } from "../kube/informer.ts";
 import {
   ApiEventRecorder,
@@ -106,7 +106,27 @@ async function harness(
   const ctl = new AbortController();
   const running = Object.values(caches).map((i) => i.run(ctl.signal));
   await Promise.all(Object.values(caches).map((i) => i.waitForSync(1000)));
-  const settle = () => new Promise<void>((r) => setTimeout(r, 15));
+  // Settled = every informer's cache holds exactly what the fake API holds (same keys, same
+  // resourceVersions): the watch events of every write so far were applied (and their handlers,
+  // which run synchronously, have run). Checked after each turn of the event loop, never timed.
+  const pairs = [[caches.pods, PODS], [caches.pvcs, PVCS], [caches.pvs, PVS], [
+    caches.s3pas,
+    S3PAS,
+  ]] as const;
+  const inSync = () =>
+    pairs.every(([informer, resource]) => {
+      const want = client.objects(resource);
+      const have = informer.list();
+      return want.length === have.length && want.every((o) =>
+        informer.get(objectKey(o))?.metadata.resourceVersion === o.metadata?.resourceVersion
+      );
+    });
+  const settle = async () => {
+    for (let turns = 0; !inSync(); turns++) {
+      if (turns > 10_000) throw new Error("the informer caches never caught up with the fake API");
+      await new Promise<void>((r) => setTimeout(r, 0));
+    }
+  };
   return {
     client,
     reconciler,

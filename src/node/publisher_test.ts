@@ -112,11 +112,19 @@ Deno.test("Publisher: a dead source is unmounted and mounted again", async () =>
   const dead = new SysError(107, "stat", { path: t });
   w.files.failStat(t, dead);
   w.files.failStat(source, dead);
-  const p = w.publisher.publish(validatePublish(req(t), ROOT), {});
-  await new Promise((r) => setTimeout(r, 10));
-  w.files.failStat(t, undefined);
-  w.files.failStat(source, undefined);
-  assert.equal(await p, "source-and-bind");
+  // Each mount stays dead until the publisher has unmounted it (then the path answers again):
+  // the publish itself decides when, no time window.
+  const unmount = w.sys.unmount.bind(w.sys);
+  w.sys.unmount = (path, options) => {
+    if (path === t || path === source) w.files.failStat(path, undefined);
+    return unmount(path, options);
+  };
+  assert.equal(await w.publisher.publish(validatePublish(req(t), ROOT), {}), "source-and-bind");
+  assert.deepEqual(
+    w.sys.callsOf("unmount").map((c) => c.args[0]),
+    [t, source],
+    "the dead target and source were unmounted",
+  );
   assert.equal(w.sys.callsOf("mountFuse").length, 2);
   await until(() => w.received.get("mp-1")?.length === 2);
   assert.equal(w.received.get("mp-1")!.length, 2);

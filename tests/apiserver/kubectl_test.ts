@@ -1,12 +1,14 @@
 /**
  * Real `kubectl` processes against the emulator over HTTPS + bearer token: the project's CRD and
  * `kubectl get s3pa` printer columns, pod CRUD, `get -w` with a field selector, server-side apply
- * of a Deployment (twice = no-op, conflicts), and 409 on a stale update.
+ * of a Deployment (twice = no-op, conflicts), 409 on a stale update, `get events --sort-by`.
+ * The kubectl is the suite's (built from the real tier's Go module), never the machine's.
  */
 import assert from "node:assert/strict";
 import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.ts";
 import { s3paCrd } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import { kubectl, podManifest, waitFor } from "./_helpers.ts";
+import { kubectl, kubectlTest, podManifest, waitFor } from "./_helpers.ts";
+import { kubectlPath } from "../_helpers.ts";
 
 let api: ApiServer | undefined;
 async function server(): Promise<ApiServer> {
@@ -31,7 +33,7 @@ function s3pa(name: string, nodeName: string): string {
   });
 }
 
-Deno.test("kubectl applies the s3pa CRD and prints its columns", async () => {
+kubectlTest("kubectl applies the s3pa CRD and prints its columns", async () => {
   const { kubeconfigPath: kc } = await server();
   const crdFile = await Deno.makeTempFile({ suffix: ".json" });
   await Deno.writeTextFile(crdFile, JSON.stringify(s3paCrd()));
@@ -74,7 +76,7 @@ Deno.test("kubectl applies the s3pa CRD and prints its columns", async () => {
   await Deno.remove(crdFile);
 });
 
-Deno.test("kubectl creates, gets, lists, patches and deletes pods", async () => {
+kubectlTest("kubectl creates, gets, lists, patches and deletes pods", async () => {
   const { kubeconfigPath: kc } = await server();
   const created = await kubectl(kc, ["create", "-f", "-"], {
     stdin: podManifest("crud", "node-1", { app: "crud" }),
@@ -107,7 +109,7 @@ Deno.test("kubectl creates, gets, lists, patches and deletes pods", async () => 
   assert.match(gone.stderr, /Error from server \(NotFound\): pods "crud" not found/);
 });
 
-Deno.test("kubectl delete of a bound pod waits for the kubelet's confirmation", async () => {
+kubectlTest("kubectl delete of a bound pod waits for the kubelet's confirmation", async () => {
   const { kubeconfigPath: kc } = await server();
   await kubectl(kc, ["create", "-f", "-"], { stdin: podManifest("graceful", "node-1") });
   const del = await kubectl(kc, ["delete", "pod", "graceful", "--wait=false"]);
@@ -119,11 +121,12 @@ Deno.test("kubectl delete of a bound pod waits for the kubelet's confirmation", 
   assert.equal(confirm.code, 0, confirm.stderr);
 });
 
-Deno.test("kubectl get pods --field-selector spec.nodeName=<n> -w streams events", async () => {
+kubectlTest("kubectl get pods --field-selector spec.nodeName=<n> -w streams events", async () => {
   const emu = await server();
   const kc = emu.kubeconfigPath;
   const watchesBefore = emu.store.hub.size;
-  const child = new Deno.Command("kubectl", {
+  // The suite's kubectl (kubectlTest skips this test without one).
+  const child = new Deno.Command(kubectlPath()!, {
     args: [
       "get",
       "pods",
@@ -160,62 +163,71 @@ Deno.test("kubectl get pods --field-selector spec.nodeName=<n> -w streams events
   }
 });
 
-Deno.test("kubectl apply --server-side of a Deployment twice is a no-op; conflicts are 409", async () => {
-  const { kubeconfigPath: kc } = await server();
-  const deployment = (image: string) =>
-    JSON.stringify({
-      apiVersion: "apps/v1",
-      kind: "Deployment",
-      metadata: { name: "ssa", namespace: "default" },
-      spec: {
-        selector: { matchLabels: { app: "ssa" } },
-        template: {
-          metadata: { labels: { app: "ssa" } },
-          spec: { containers: [{ name: "c", image, ports: [{ containerPort: 80 }] }] },
+kubectlTest(
+  "kubectl apply --server-side of a Deployment twice is a no-op; conflicts are 409",
+  async () => {
+    const { kubeconfigPath: kc } = await server();
+    const deployment = (image: string) =>
+      JSON.stringify({
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        metadata: { name: "ssa", namespace: "default" },
+        spec: {
+          selector: { matchLabels: { app: "ssa" } },
+          template: {
+            metadata: { labels: { app: "ssa" } },
+            spec: { containers: [{ name: "c", image, ports: [{ containerPort: 80 }] }] },
+          },
         },
-      },
+      });
+    const rv = async () =>
+      (await kubectl(kc, ["get", "deploy", "ssa", "-o", "jsonpath={.metadata.resourceVersion}"]))
+        .stdout;
+    const first = await kubectl(kc, ["apply", "--server-side", "-f", "-"], {
+      stdin: deployment("nginx:1"),
     });
-  const rv = async () =>
-    (await kubectl(kc, ["get", "deploy", "ssa", "-o", "jsonpath={.metadata.resourceVersion}"]))
-      .stdout;
-  const first = await kubectl(kc, ["apply", "--server-side", "-f", "-"], {
-    stdin: deployment("nginx:1"),
-  });
-  assert.equal(first.code, 0, first.stderr);
-  const rv1 = await rv();
-  const second = await kubectl(kc, ["apply", "--server-side", "-f", "-"], {
-    stdin: deployment("nginx:1"),
-  });
-  assert.equal(second.code, 0, second.stderr);
-  assert.equal(await rv(), rv1, "second apply must not change the object");
-  const conflict = await kubectl(
-    kc,
-    ["apply", "--server-side", "--field-manager=other", "-f", "-"],
-    {
+    assert.equal(first.code, 0, first.stderr);
+    const rv1 = await rv();
+    const second = await kubectl(kc, ["apply", "--server-side", "-f", "-"], {
+      stdin: deployment("nginx:1"),
+    });
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(await rv(), rv1, "second apply must not change the object");
+    const conflict = await kubectl(
+      kc,
+      ["apply", "--server-side", "--field-manager=other", "-f", "-"],
+      {
+        stdin: deployment("nginx:2"),
+      },
+    );
+    assert.notEqual(conflict.code, 0);
+    assert.match(
+      conflict.stderr,
+      /Apply failed with 1 conflict: conflict with "kubectl": .spec.template.spec.containers\[name="c"\].image/,
+    );
+    const forced = await kubectl(kc, [
+      "apply",
+      "--server-side",
+      "--field-manager=other",
+      "--force-conflicts",
+      "-f",
+      "-",
+    ], {
       stdin: deployment("nginx:2"),
-    },
-  );
-  assert.notEqual(conflict.code, 0);
-  assert.match(
-    conflict.stderr,
-    /Apply failed with 1 conflict: conflict with "kubectl": .spec.template.spec.containers\[name="c"\].image/,
-  );
-  const forced = await kubectl(kc, [
-    "apply",
-    "--server-side",
-    "--field-manager=other",
-    "--force-conflicts",
-    "-f",
-    "-",
-  ], {
-    stdin: deployment("nginx:2"),
-  });
-  assert.equal(forced.code, 0, forced.stderr);
-  const gen = await kubectl(kc, ["get", "deploy", "ssa", "-o", "jsonpath={.metadata.generation}"]);
-  assert.equal(gen.stdout, "2");
-});
+    });
+    assert.equal(forced.code, 0, forced.stderr);
+    const gen = await kubectl(kc, [
+      "get",
+      "deploy",
+      "ssa",
+      "-o",
+      "jsonpath={.metadata.generation}",
+    ]);
+    assert.equal(gen.stdout, "2");
+  },
+);
 
-Deno.test("kubectl replace with a stale resourceVersion gets 409 Conflict", async () => {
+kubectlTest("kubectl replace with a stale resourceVersion gets 409 Conflict", async () => {
   const { kubeconfigPath: kc } = await server();
   await kubectl(kc, ["create", "-f", "-"], {
     stdin: JSON.stringify({
@@ -236,7 +248,7 @@ Deno.test("kubectl replace with a stale resourceVersion gets 409 Conflict", asyn
   );
 });
 
-Deno.test("kubectl's typed create generators (protobuf bodies) work", async () => {
+kubectlTest("kubectl's typed create generators (protobuf bodies) work", async () => {
   const { kubeconfigPath: kc } = await server();
   for (
     const args of [
@@ -265,6 +277,79 @@ Deno.test("kubectl's typed create generators (protobuf bodies) work", async () =
   );
 });
 
-Deno.test("stop the shared emulator", async () => {
-  await api?.stop();
-});
+kubectlTest(
+  "kubectl get events -A --sort-by=.lastTimestamp lists core and events.k8s.io Events in time order",
+  async () => {
+    const { kubeconfigPath: kc } = await server();
+    for (const ns of ["ev-a", "ev-b"]) {
+      const r = await kubectl(kc, ["create", "namespace", ns]);
+      assert.equal(r.code, 0, r.stderr);
+    }
+    const core = (ns: string, name: string, last: string, message: string) => ({
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: { name, namespace: ns },
+      involvedObject: { kind: "Pod", name: "p", namespace: ns },
+      reason: "Test",
+      message,
+      type: "Normal",
+      source: { component: "kubectl-test" },
+      firstTimestamp: last,
+      lastTimestamp: last,
+      count: 1,
+    });
+    const events = [
+      core("ev-a", "third", "2026-01-01T00:00:03Z", "third-by-time"),
+      core("ev-b", "first", "2026-01-01T00:00:01Z", "first-by-time"),
+      {
+        apiVersion: "events.k8s.io/v1",
+        kind: "Event",
+        metadata: { name: "second", namespace: "ev-a" },
+        regarding: { kind: "Pod", name: "p", namespace: "ev-a" },
+        reason: "Test",
+        note: "second-by-time",
+        type: "Normal",
+        action: "Testing",
+        reportingController: "kubectl-test",
+        reportingInstance: "kubectl-test-1",
+        eventTime: "2026-01-01T00:00:02.000000Z",
+        deprecatedFirstTimestamp: "2026-01-01T00:00:02Z",
+        deprecatedLastTimestamp: "2026-01-01T00:00:02Z",
+        deprecatedCount: 1,
+      },
+    ];
+    for (const ev of events) {
+      const created = await kubectl(kc, ["create", "-f", "-"], { stdin: JSON.stringify(ev) });
+      assert.equal(created.code, 0, `${created.stderr} (creating ${ev.metadata.name})`);
+    }
+    const r = await kubectl(kc, ["get", "events", "-A", "--sort-by=.lastTimestamp"]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.doesNotMatch(r.stdout + r.stderr, /No resources found/);
+    const order = r.stdout.split("\n").map((l) => /(first|second|third)-by-time/.exec(l)?.[1])
+      .filter(Boolean);
+    assert.deepEqual(order, ["first", "second", "third"], r.stdout);
+    assert.match(r.stdout, /^NAMESPACE\s+LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+MESSAGE/);
+  },
+);
+
+kubectlTest(
+  "the shared emulator stops: its port refuses connections, kubectl says so",
+  async () => {
+    const { kubeconfigPath: kc, url } = await server();
+    const port = Number(new URL(url).port);
+    await api!.stop();
+    api = undefined;
+    await assert.rejects(
+      Deno.connect({ hostname: "127.0.0.1", port }),
+      Deno.errors.ConnectionRefused,
+      "nothing listens on the emulator's port any more",
+    );
+    const r = await kubectl(kc, ["get", "namespaces"]);
+    assert.notEqual(r.code, 0);
+    assert.match(
+      r.stderr,
+      new RegExp(`127\\.0\\.0\\.1:${port} was refused|connection refused`),
+      r.stderr,
+    );
+  },
+);

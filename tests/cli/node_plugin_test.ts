@@ -37,7 +37,10 @@ Deno.test("node plugin serves Identity and Node over its unix socket and never l
   });
   const client = connectCsi(socket, { timeoutMs: 5000 });
   try {
-    await waitFor("the plugin socket", () => exists(socket), { timeoutMs: 20_000 });
+    // Once the plugin says it serves (the socket exists a moment before its chmod).
+    await waitFor("the plugin to serve its socket", () => /Serving CSI/.test(proc.stderr()), {
+      timeoutMs: 20_000,
+    });
     const mode = (await Deno.stat(socket)).mode! & 0o777;
     assert.equal(mode, 0o700, "socket must be private to root");
 

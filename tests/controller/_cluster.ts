@@ -1,6 +1,6 @@
 /**
  * Test clusters for controller tests: the API emulator (always) and a real kube-apiserver when
- * `KUBE_REAL_KUBECONFIG` names its kubeconfig (the tier started by `tests/testbed/services/kube_real/start.sh`).
+ * `KUBE_REAL_KUBECONFIG` names its kubeconfig (else those variants are reported as skipped) (the tier started by `tests/testbed/services/kube_real/start.sh`).
  * Both are reached through the same client code production uses.
  *
  * @module
@@ -11,7 +11,7 @@ import { CRDS, NAMESPACES, PRIORITY_CLASSES, SERVICE_ACCOUNTS } from "../../src/
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { startApiServer } from "../testbed/apiserver/api_server.ts";
-import { waitFor } from "../_helpers.ts";
+import { realTierSkipReason, testOrSkip, waitFor } from "../_helpers.ts";
 
 /** A cluster to test against. */
 export interface TestCluster extends AsyncDisposable {
@@ -24,17 +24,21 @@ export interface TestCluster extends AsyncDisposable {
   readonly mpNamespace: string;
 }
 
-/** Which clusters are available here; the real one only when `KUBE_REAL_KUBECONFIG` is set. */
+/** The clusters every variant runs on; the real one is skipped (with the reason) where absent. */
 export function clusterKinds(): ("emulator" | "real")[] {
-  const real = Deno.env.get("KUBE_REAL_KUBECONFIG");
-  if (!real) {
-    // deno-lint-ignore no-console
-    console.error(
-      "controller tests: KUBE_REAL_KUBECONFIG not set, real kube-apiserver tier skipped",
-    );
-    return ["emulator"];
-  }
   return ["emulator", "real"];
+}
+
+/**
+ * Register the `kind` variant of a test: always registered, skipped with the reason when the real
+ * tier is not available (`KUBE_REAL_KUBECONFIG`).
+ */
+export function clusterTest(
+  kind: "emulator" | "real",
+  name: string,
+  fn: (t: Deno.TestContext) => Promise<void>,
+): void {
+  testOrSkip(kind === "real" ? realTierSkipReason() : undefined, { name, fn });
 }
 
 /** Create the S3PA CRD if missing and wait until it is Established. */

@@ -22,7 +22,7 @@ import type { Lease, Pod } from "../../src/kube/types.ts";
 import { LEADER_LEASE_NAME } from "../../src/options/controller_options.ts";
 import { ROOT, type Running, tempDir, waitFor } from "../_helpers.ts";
 import { ApiProxy, isLease, isWrite, type ProxyRecord } from "./_api_proxy.ts";
-import { clusterKinds, type TestCluster, testCluster } from "./_cluster.ts";
+import { clusterKinds, clusterTest, type TestCluster, testCluster } from "./_cluster.ts";
 import { type Fixture, fixture } from "./_fixture.ts";
 
 const ELECTION = [
@@ -217,7 +217,8 @@ for (const kind of clusterKinds()) {
       stop: "the leader is SIGSTOPped, then resumed",
       kill: "the leader is SIGKILLed",
     }[fault];
-    Deno.test(
+    clusterTest(
+      kind,
       `leader failover (${kind}): ${what} → the other takes over; never two leaders acting`,
       () => failover(kind, fault),
     );

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { EVENTS, NAMESPACES, PODS, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
 import type { Pod } from "../../src/kube/types.ts";
 import { waitFor } from "../_helpers.ts";
-import { clusterKinds, testCluster } from "./_cluster.ts";
+import { clusterKinds, clusterTest, testCluster } from "./_cluster.ts";
 import { fixture, stopController } from "./_fixture.ts";
 
 function freePort(): number {
@@ -33,7 +33,7 @@ async function scrape(port: number): Promise<Map<string, number>> {
 }
 
 for (const kind of clusterKinds()) {
-  Deno.test(`metrics (${kind}): the controller's series after known work`, async () => {
+  clusterTest(kind, `metrics (${kind}): the controller's series after known work`, async () => {
     await using c = await testCluster(kind);
     const f = fixture(c);
     await f.volume("m");
@@ -108,54 +108,58 @@ for (const kind of clusterKinds()) {
     }
   });
 
-  Deno.test(`metrics (${kind}): a Mountpoint Pod the API refuses is counted, with an Event, and made once possible`, async () => {
-    await using c = await testCluster(kind);
-    const f = fixture(c);
-    await f.volume("m");
-    // The Mountpoint namespace does not exist yet: the API refuses the pod.
-    const missing = `${c.mpNamespace}-later`;
-    const port = freePort();
-    const proc = f.controller([
-      "--metrics-address",
-      `127.0.0.1:${port}`,
-      "--leader-elect=false",
-      "--mountpoint-namespace",
-      missing,
-    ]);
-    try {
-      await f.workload("w", "m");
-      await waitFor("a counted failure", async () => {
-        const m = await scrape(port).catch(() => undefined);
-        // The failed reconcile is observed once it ends, just after the failure is counted.
-        return (m?.get("s3csi_controller_mountpoint_pod_create_failures_total") ?? 0) >= 1 &&
-          (m?.get('s3csi_controller_reconciles_total{result="error"}') ?? 0) >= 1;
-      }, { timeoutMs: 30_000, intervalMs: 200 });
-      const event = await waitFor(
-        "the Event on the workload",
-        async () =>
-          (await c.client.list<
-            { reason?: string; message?: string; involvedObject?: { name?: string } } & Pod
-          >(EVENTS, { namespace: c.namespace })).items.find((e) =>
-            e.reason === "MountpointPodCreateFailed" && e.involvedObject?.name === "w"
-          ),
-      );
-      assert.match(event.message ?? "", new RegExp(`Check that namespace ${missing} exists`));
-      await c.client.create(NAMESPACES, { metadata: { name: missing } });
-      if (kind === "real") {
-        await waitFor(
-          `serviceaccount ${missing}/default`,
-          () => c.client.get(SERVICE_ACCOUNTS, "default", missing),
-          { timeoutMs: 30_000, intervalMs: 200 },
+  clusterTest(
+    kind,
+    `metrics (${kind}): a Mountpoint Pod the API refuses is counted, with an Event, and made once possible`,
+    async () => {
+      await using c = await testCluster(kind);
+      const f = fixture(c);
+      await f.volume("m");
+      // The Mountpoint namespace does not exist yet: the API refuses the pod.
+      const missing = `${c.mpNamespace}-later`;
+      const port = freePort();
+      const proc = f.controller([
+        "--metrics-address",
+        `127.0.0.1:${port}`,
+        "--leader-elect=false",
+        "--mountpoint-namespace",
+        missing,
+      ]);
+      try {
+        await f.workload("w", "m");
+        await waitFor("a counted failure", async () => {
+          const m = await scrape(port).catch(() => undefined);
+          // The failed reconcile is observed once it ends, just after the failure is counted.
+          return (m?.get("s3csi_controller_mountpoint_pod_create_failures_total") ?? 0) >= 1 &&
+            (m?.get('s3csi_controller_reconciles_total{result="error"}') ?? 0) >= 1;
+        }, { timeoutMs: 30_000, intervalMs: 200 });
+        const event = await waitFor(
+          "the Event on the workload",
+          async () =>
+            (await c.client.list<
+              { reason?: string; message?: string; involvedObject?: { name?: string } } & Pod
+            >(EVENTS, { namespace: c.namespace })).items.find((e) =>
+              e.reason === "MountpointPodCreateFailed" && e.involvedObject?.name === "w"
+            ),
         );
+        assert.match(event.message ?? "", new RegExp(`Check that namespace ${missing} exists`));
+        await c.client.create(NAMESPACES, { metadata: { name: missing } });
+        if (kind === "real") {
+          await waitFor(
+            `serviceaccount ${missing}/default`,
+            () => c.client.get(SERVICE_ACCOUNTS, "default", missing),
+            { timeoutMs: 30_000, intervalMs: 200 },
+          );
+        }
+        await waitFor(
+          "the Mountpoint Pod once the namespace exists",
+          async () => (await c.client.list<Pod>(PODS, { namespace: missing })).items.length === 1,
+          { timeoutMs: 60_000, intervalMs: 200 },
+        );
+      } finally {
+        await stopController(proc);
+        if (kind === "real") await c.client.delete(NAMESPACES, missing).catch(() => {});
       }
-      await waitFor(
-        "the Mountpoint Pod once the namespace exists",
-        async () => (await c.client.list<Pod>(PODS, { namespace: missing })).items.length === 1,
-        { timeoutMs: 60_000, intervalMs: 200 },
-      );
-    } finally {
-      await stopController(proc);
-      if (kind === "real") await c.client.delete(NAMESPACES, missing).catch(() => {});
-    }
-  });
+    },
+  );
 }

@@ -12,7 +12,7 @@ import { renderManifests } from "../../src/deploy/render.ts";
 import { resolveValues } from "../../src/deploy/values_validate.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
-import { ROOT, runToEnd } from "../_helpers.ts";
+import { realTierSkipReason, ROOT, runToEnd, testOrSkip } from "../_helpers.ts";
 
 /** A cluster and the values the tests deploy to it. */
 export interface DeployCluster extends AsyncDisposable {
@@ -25,14 +25,14 @@ export interface DeployCluster extends AsyncDisposable {
   readonly objects: Manifest[];
 }
 
-/** Which clusters to test: the real one only when its kubeconfig is exported. */
+/** The clusters every deploy variant runs on; the real one is skipped (with the reason) where absent. */
 export function deployClusterKinds(): ("emulator" | "real")[] {
-  if (!Deno.env.get("KUBE_REAL_KUBECONFIG")) {
-    // deno-lint-ignore no-console
-    console.error("deploy tests: KUBE_REAL_KUBECONFIG not set, real kube-apiserver tier skipped");
-    return ["emulator"];
-  }
   return ["emulator", "real"];
+}
+
+/** Register the `kind` variant of a test: skipped with the reason when the real tier is absent. */
+export function deployTest(kind: "emulator" | "real", name: string, fn: () => Promise<void>): void {
+  testOrSkip(kind === "real" ? realTierSkipReason() : undefined, { name, fn });
 }
 
 /** Start or connect to a cluster. */

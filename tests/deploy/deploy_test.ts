@@ -9,7 +9,13 @@
 import assert from "node:assert/strict";
 import { S3PA_CRD_NAME } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import { deployCluster, deployClusterKinds, runTask, snapshot } from "./_deploy_cluster.ts";
+import {
+  deployCluster,
+  deployClusterKinds,
+  deployTest,
+  runTask,
+  snapshot,
+} from "./_deploy_cluster.ts";
 
 function log(text: string): void {
   // deno-lint-ignore no-console
@@ -17,7 +23,7 @@ function log(text: string): void {
 }
 
 for (const kind of deployClusterKinds()) {
-  Deno.test(`deploy twice then undeploy (${kind})`, async () => {
+  deployTest(kind, `deploy twice then undeploy (${kind})`, async () => {
     await using c = await deployCluster(kind);
     const set = c.set ? ["--set", c.set] : [];
     const first = await runTask("deploy", c.kubeconfig, [...set, "--no-wait"]);

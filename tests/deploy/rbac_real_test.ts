@@ -37,6 +37,7 @@ import { waitFor } from "../_helpers.ts";
 import { KubeHttp } from "../kube_contract/kube_http.ts";
 import { deployCluster, runTask } from "./_deploy_cluster.ts";
 import { scanApiCalls } from "./_api_calls.ts";
+import { realTierSkipReason, testOrSkip } from "../_helpers.ts";
 
 const SAR: Resource = {
   group: "authorization.k8s.io",
@@ -52,12 +53,6 @@ interface Ask {
   resource: string;
   namespace?: string;
   name?: string;
-}
-
-const REAL = Deno.env.get("KUBE_REAL_KUBECONFIG");
-if (!REAL) {
-  // deno-lint-ignore no-console
-  console.error("rbac_real_test: KUBE_REAL_KUBECONFIG not set, real kube-apiserver tier skipped");
 }
 
 function reviewer(client: KubeClient, ns: string) {
@@ -81,10 +76,9 @@ function reviewer(client: KubeClient, ns: string) {
   };
 }
 
-Deno.test({
+testOrSkip(realTierSkipReason(), {
   name:
     "rbac (real kube-apiserver): each identity may make its calls and nothing next to them (SubjectAccessReview)",
-  ignore: !REAL,
   async fn() {
     await using c = await deployCluster("real");
     const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
@@ -196,10 +190,9 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(realTierSkipReason(), {
   name:
     "rbac (real kube-apiserver): the node plugin's token patches only its own Node, only to remove the agent-not-ready taint",
-  ignore: !REAL,
   async fn() {
     await using c = await deployCluster("real");
     const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);

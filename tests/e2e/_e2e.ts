@@ -4,7 +4,8 @@
  * process serving the CSI Controller service and the csi-provisioner emulation, so static and
  * dynamic volumes both work. Each scenario is a `t.step` that creates objects with unique names
  * and deletes them again; the sandbox is stopped at the end of the file's test and the run fails
- * when anything is left mounted or running under its state dir.
+ * when a Mountpoint Pod is not released, a driver process crashed (a node plugin restart counts),
+ * or anything is left mounted or running under its state dir.
  *
  * Needs root, /dev/fuse, rclone and Ceph RGW (`radosgw`); skips with the reason otherwise.
  *
@@ -18,12 +19,13 @@ import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
 import { CREDENTIALS_FILE } from "../../src/node/credentials.ts";
 import { Provisioner } from "../testbed/csi_provisioner/provisioner.ts";
 import { ChildProcess } from "../testbed/sandbox/child_process.ts";
-import { mountsUnder, processesUsing } from "../testbed/sandbox/sandbox.ts";
+import { describeCrashes } from "../testbed/sandbox/child_process.ts";
+import { cleanUpLeftovers, leftoversOf, processesUsing } from "../testbed/sandbox/leftovers.ts";
 import { SandboxEnv } from "../testbed/sandbox/sandbox_env.ts";
 import type { S3Env } from "../testbed/sandbox/s3_server.ts";
 import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
-import { unmount } from "../../src/sys/mount.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
+import { errorMessage } from "../../src/util/errors.ts";
 import { runToEnd } from "../_helpers.ts";
 import { findFiles, type Scenario, ScenarioCluster, stepsOf } from "../scenarios/cluster.ts";
 
@@ -210,27 +212,32 @@ export async function withSandbox(
   try {
     await e.provisioner?.stop();
     await env.drain().catch(() => {});
-    // SandboxEnv.drain() waits for the Mountpoint Pods only when workloads were left: wait here
-    // too, or stopping the controller and kubelets mid-release leaves their source mounts.
+    // Every Mountpoint Pod must be released once its workloads are gone — also after a failed
+    // mount (the mounter exits when the node plugin writes mount.exit). Stopping the controller
+    // and kubelets mid-release would also leave their source mounts.
     if (env.client && env.controller?.exitCode === undefined) {
-      await e.waitSettled(45_000).catch((err) => leaks.push(`release: ${err}`));
+      await e.waitReleased(45_000).catch(async (err) => {
+        const left = (await e.mountpointPods().catch(() => [])).map((p) =>
+          `${p.metadata.name} (${p.status?.phase ?? "?"})`
+        );
+        leaks.push(
+          `release: ${errorMessage(err)}; Mountpoint Pods still there: ${left.join(", ")}`,
+        );
+      });
     }
-    await env.stop().catch((err) => leaks.push(`stop: ${err}`));
+    await env.stop().catch((err) => leaks.push(`stop: ${errorMessage(err)}`));
     stop.abort();
-    const mounts = await mountsUnder(dir);
-    const procs = await processesUsing(dir);
-    if (mounts.length) leaks.push(`mounts left: ${mounts.join(", ")}`);
-    if (procs.size) leaks.push(`processes left: ${[...procs.values()].join(" | ")}`);
-    for (const pid of procs.keys()) {
-      try {
-        Deno.kill(pid, "SIGKILL");
-      } catch { /* gone */ }
+    const crashes = env.crashes();
+    if (crashes.length) {
+      leaks.push(
+        `${crashes.length} driver process crash(es) (each node plugin crash was followed by a restart):\n${
+          describeCrashes(crashes)
+        }`,
+      );
     }
-    for (const m of mounts.sort((a, b) => b.length - a.length)) {
-      try {
-        unmount(m, { detach: true });
-      } catch { /* reported */ }
-    }
+    const left = await leftoversOf(dir);
+    if (left) leaks.push(`left after teardown: ${left}`);
+    await cleanUpLeftovers(dir);
   } finally {
     if (!failure && !leaks.length) {
       await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -240,8 +247,13 @@ export async function withSandbox(
   }
   e.close();
   report(`${opts.name}: whole file ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  if (failure && leaks.length) {
+    throw new Error(`${errorMessage(failure)}\nand at teardown: ${leaks.join("\n")}`, {
+      cause: failure,
+    });
+  }
   if (failure) throw failure;
-  if (leaks.length) throw new Error(`leftovers after teardown: ${leaks.join("; ")}`);
+  if (leaks.length) throw new Error(`teardown found: ${leaks.join("\n")}`);
 }
 
 function freePort(): number {
@@ -311,13 +323,17 @@ export function report(line: string): void {
   Deno.stderr.writeSync(new TextEncoder().encode(`E2E ${line}\n`));
 }
 
-/** Declare a file's test: skipped (with the reason printed) where the tier cannot run. */
+/**
+ * Declare a file's test: skipped (with the reason printed) where the tier cannot run, or for
+ * `skip` (a further need of this file, e.g. the suite's kubectl).
+ */
 export function e2eTest(
   name: string,
   nodes: number,
   fn: (e: E2E, t: Deno.TestContext) => Promise<void>,
+  skip?: string,
 ): void {
-  const reason = e2eSkipReason();
+  const reason = e2eSkipReason() ?? skip;
   if (reason) report(`SKIP ${name}: ${reason}`);
   Deno.test({
     name: reason ? `${name} (skipped: ${reason})` : name,

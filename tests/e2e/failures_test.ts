@@ -1,5 +1,5 @@
 /** User-visible failures as pod events (`tests/scenarios/failures.ts`) on the sandbox. */
 import { failuresScenario } from "../scenarios/failures.ts";
-import { e2eScenario, report } from "./_e2e.ts";
+import { e2eScenario } from "./_e2e.ts";
 
-e2eScenario(failuresScenario(report));
+e2eScenario(failuresScenario());

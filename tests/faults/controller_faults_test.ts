@@ -3,7 +3,8 @@
  * - the API server restarts (emulator: every watch dropped and its history expired, so resumes get
  *   410; real tier: the kube-apiserver process is killed and started again on the same etcd) while
  *   workloads are deleted → the controller resumes and misses no detach;
- * - 500 workload pods created and deleted in waves → zero attachments and zero Mountpoint Pods left.
+ * - 500 workload pods created and deleted in waves → exactly one Mountpoint Pod and one attachment
+ *   per (volume, node) in each wave (100 created in all, counted from the watch), then zero left.
  */
 import assert from "node:assert/strict";
 import type { MountpointS3PodAttachment } from "../../src/api/mountpoint_s3_pod_attachment.ts";
@@ -15,7 +16,13 @@ import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { ROOT, type Running, spawnBinary, waitFor } from "../_helpers.ts";
-import { clusterKinds, ensureCrd, type TestCluster, testCluster } from "../controller/_cluster.ts";
+import {
+  clusterKinds,
+  clusterTest,
+  ensureCrd,
+  type TestCluster,
+  testCluster,
+} from "../controller/_cluster.ts";
 
 const KUBE_REAL_STATE = Deno.env.get("KUBE_REAL_STATE") ?? "/var/tmp/s3csi-kube-real";
 
@@ -130,28 +137,32 @@ async function restartRealApiserver(client: RestKubeClient): Promise<void> {
 }
 
 for (const kind of clusterKinds()) {
-  Deno.test(`faults (${kind}): API server restart while workloads are deleted → no missed detach`, async () => {
-    if (kind === "emulator") {
-      // The emulator keeps its state in process: drop every watch and expire the history, which
-      // is what clients see across a restart (connection reset, then 410 on resume).
-      const api = await startApiServer({ podTerminationMs: 0 });
-      try {
-        const client = new RestKubeClient(kubeConfigFromFile(api.kubeconfigPath));
-        await ensureCrd(client);
-        const c = await testClusterOn(client, api.kubeconfigPath);
-        await scenario(c, () => {
-          api.closeAllWatches();
-          api.expireHistory();
-          return Promise.resolve();
-        });
-      } finally {
-        await api.stop();
+  clusterTest(
+    kind,
+    `faults (${kind}): API server restart while workloads are deleted → no missed detach`,
+    async () => {
+      if (kind === "emulator") {
+        // The emulator keeps its state in process: drop every watch and expire the history, which
+        // is what clients see across a restart (connection reset, then 410 on resume).
+        const api = await startApiServer({ podTerminationMs: 0 });
+        try {
+          const client = new RestKubeClient(kubeConfigFromFile(api.kubeconfigPath));
+          await ensureCrd(client);
+          const c = await testClusterOn(client, api.kubeconfigPath);
+          await scenario(c, () => {
+            api.closeAllWatches();
+            api.expireHistory();
+            return Promise.resolve();
+          });
+        } finally {
+          await api.stop();
+        }
+        return;
       }
-      return;
-    }
-    await using c = await testCluster(kind);
-    await scenario(c, () => restartRealApiserver(c.client));
-  });
+      await using c = await testCluster(kind);
+      await scenario(c, () => restartRealApiserver(c.client));
+    },
+  );
 }
 
 /** A TestCluster view on an already running emulator (so the test can reach its hooks). */
@@ -221,16 +232,59 @@ async function scenario(c: TestCluster, restart: () => Promise<void>): Promise<v
   }
 }
 
+/**
+ * Every Mountpoint Pod created in `namespace` from now on (UIDs of ADDED watch events), for
+ * counting creations — duplicates included, even ones deleted again at once.
+ */
+async function watchCreations(c: TestCluster, signal: AbortSignal) {
+  const created = new Set<string>();
+  let rv = (await c.client.list(PODS, { namespace: c.mpNamespace })).resourceVersion;
+  const running = (async () => {
+    while (!signal.aborted) {
+      await c.client.watch<Pod>(
+        PODS,
+        { namespace: c.mpNamespace, resourceVersion: rv, signal },
+        (e) => {
+          rv = e.object.metadata?.resourceVersion ?? rv;
+          if (e.type === "ADDED" && e.object.metadata.uid) created.add(e.object.metadata.uid);
+        },
+      ).catch((err) => {
+        if (!signal.aborted) throw err;
+      });
+    }
+  })();
+  return {
+    created,
+    running,
+    /** Resolves once the watch has seen everything up to now (emulator resourceVersions). */
+    async caughtUp(): Promise<void> {
+      const now = Number((await c.client.list(PODS, { namespace: c.mpNamespace })).resourceVersion);
+      await waitFor("the Mountpoint Pod watch to catch up", () => Number(rv) >= now, {
+        timeoutMs: 30_000,
+      });
+    },
+  };
+}
+
 Deno.test("faults (emulator): 500 workloads created and deleted in waves leave nothing behind", async () => {
   await using c = await testCluster("emulator");
-  for (let v = 0; v < 20; v++) await volume(c, `v${v}`);
+  const VOLUMES = 20;
+  const NODES = 5;
+  for (let v = 0; v < VOLUMES; v++) await volume(c, `v${v}`);
+  // Workload i uses volume i % 20 on node i % 5: 20 (volume, node) pairs, so each wave of 100
+  // needs exactly 20 Mountpoint Pods (5 workloads share each) and 20 attachments.
+  const PER_WAVE = VOLUMES;
+  const stopWatch = new AbortController();
+  const mpWatch = await watchCreations(c, stopWatch.signal);
   const proc = controller(c.kubeconfig, c.mpNamespace);
   const started = performance.now();
   try {
     for (let wave = 0; wave < 5; wave++) {
       const names = Array.from({ length: 100 }, (_, i) => `w${wave}-${i}`);
       await Promise.all(
-        names.map((n, i) => c.client.create(PODS, workload(c, n, `v${i % 20}`, `node-${i % 5}`))),
+        names.map((n, i) =>
+          c.client.create(PODS, workload(c, n, `v${i % VOLUMES}`, `node-${i % NODES}`))
+        ),
       );
       await waitFor(
         `wave ${wave}: 100 attached`,
@@ -240,6 +294,19 @@ Deno.test("faults (emulator): 500 workloads created and deleted in waves leave n
           intervalMs: 200,
         },
       );
+      const attachments = await attachmentsOf(c);
+      assert.equal(
+        attachments.length,
+        PER_WAVE,
+        `wave ${wave}: one attachment per volume and node`,
+      );
+      for (const a of attachments) {
+        const mps = Object.entries(a.spec.mountpointS3PodAttachments);
+        assert.equal(mps.length, 1, `${a.metadata.name}: one Mountpoint Pod`);
+        assert.equal(mps[0]![1].length, 100 / PER_WAVE, `${a.metadata.name}: 5 workloads share it`);
+      }
+      const running = (await c.client.list<Pod>(PODS, { namespace: c.mpNamespace })).items;
+      assert.equal(running.length, PER_WAVE, `wave ${wave}: Mountpoint Pods`);
       await Promise.all(
         names.map((n) => c.client.delete(PODS, n, c.namespace, { gracePeriodSeconds: 0 })),
       );
@@ -254,10 +321,15 @@ Deno.test("faults (emulator): 500 workloads created and deleted in waves leave n
       // Every Mountpoint Pod is asked to unmount; the "node" then ends it (Succeeded) as the
       // mounter would, and the controller deletes it.
       const mps = (await c.client.list<Pod>(PODS, { namespace: c.mpNamespace })).items;
-      assert.ok(
-        mps.every((p) => p.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] === "true"),
-        "every Mountpoint Pod marked",
+      assert.deepEqual(
+        mps.map((p) => p.metadata.uid).sort(),
+        running.map((p) => p.metadata.uid).sort(),
+        `wave ${wave}: the same ${PER_WAVE} Mountpoint Pods, none created or lost meanwhile`,
       );
+      const unmarked = mps.filter((p) =>
+        p.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] !== "true"
+      );
+      assert.deepEqual(unmarked.map((p) => p.metadata.name), [], "every Mountpoint Pod marked");
       await Promise.all(
         mps.map((p) =>
           c.client.patch(
@@ -277,10 +349,18 @@ Deno.test("faults (emulator): 500 workloads created and deleted in waves leave n
     }
     assert.equal((await attachmentsOf(c)).length, 0);
     assert.equal((await c.client.list(PODS, { namespace: c.namespace })).items.length, 0);
+    await mpWatch.caughtUp();
+    assert.equal(mpWatch.created.size, 5 * PER_WAVE, "Mountpoint Pods created over the 5 waves");
   } finally {
+    stopWatch.abort();
+    await mpWatch.running.catch(() => {});
     await stop(proc, "waves");
   }
   const seconds = (performance.now() - started) / 1000;
   // deno-lint-ignore no-console
-  console.error(`500 workloads in 5 waves: ${seconds.toFixed(1)} s, nothing left`);
+  console.error(
+    `500 workloads in 5 waves: ${
+      seconds.toFixed(1)
+    } s, ${mpWatch.created.size} Mountpoint Pods created, nothing left`,
+  );
 });

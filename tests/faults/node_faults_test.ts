@@ -87,7 +87,9 @@ async function assertAbnormal(h: Harness, pv: string, target: string): Promise<s
 
 /**
  * The republish arrives before the Mountpoint Pod's container has restarted (kubelet's restart
- * back-off): it must wait for the new mounter's socket and then succeed.
+ * back-off): it must wait for the new mounter's socket and then succeed. The container restarts
+ * once the node plugin has taken the republish in hand — it detaches the dead target first, so
+ * the target leaves the mount table — not after a guessed delay.
  */
 async function republishThenRestart(
   h: Harness,
@@ -95,9 +97,23 @@ async function republishThenRestart(
   uid: string,
   restart: () => Promise<void>,
 ): Promise<void> {
+  const target = h.target(uid, pv);
+  assert.ok(findMount(await readMountInfo(), target), "the dead target is still mounted");
   const publishing = h.csi.node.nodePublishVolume(h.publishRequest(uid, pv));
-  publishing.catch(() => {});
-  await new Promise((r) => setTimeout(r, 1000));
+  let settled = false;
+  publishing.then(() => settled = true, () => settled = true);
+  await waitFor(
+    "the node plugin to detach the dead target (the republish is in hand)",
+    async () => {
+      // A publish that ended early (e.g. an error) is reported as such, not as a timeout.
+      if (settled) {
+        await publishing;
+        throw new Error("the republish returned before the mounter restarted");
+      }
+      return !findMount(await readMountInfo(), target);
+    },
+    { timeoutMs: 30_000, intervalMs: 20 },
+  );
   await restart();
   await bounded(publishing, 40_000, "the republish waiting for the restarted mounter");
 }
@@ -180,7 +196,7 @@ for (const [engine, s3] of [["rclone", "rgw"], ["mount-s3", "versitygw"]] as con
           }"); mounter exit ${status.code}; stats abnormal ${detectMs} ms after the kill; ${
             phase === "read"
               ? "mounter restart then republish"
-              : "republish (1 s before the mounter restart)"
+              : "republish (before the mounter restart)"
           } ${repairMs} ms; ${closed.size} closed files in S3`,
         );
       }
@@ -235,7 +251,7 @@ faultTest(
         r.stderr.split("\n").at(-1)
       }"), writer exit ${w.code} after ${w.ms} ms ("${
         w.stderr.split("\n").at(-1)
-      }"); stats abnormal ${detectMs} ms after the kill; republish (1 s before the container restart) ${repairMs} ms; ${closed.size} closed files in S3`,
+      }"); stats abnormal ${detectMs} ms after the kill; republish (before the container restart) ${repairMs} ms; ${closed.size} closed files in S3`,
     );
   },
 );

@@ -10,10 +10,10 @@ import { csiTargetPath, csiVolumeDir, podDir } from "../testbed/kubelet/kubelet_
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { Code, CsiError } from "../../src/csi/errors.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
-import { exists, waitFor } from "../_helpers.ts";
+import { exists, testOrSkip, waitFor } from "../_helpers.ts";
 import { csiPv, pvc, startHarness } from "./_harness.ts";
 
-const isRoot = Deno.uid() === 0;
+const ROOT_SKIP = Deno.uid() === 0 ? undefined : "needs root (mounts, pods under other uids)";
 
 function workload(
   name: string,
@@ -43,10 +43,9 @@ function workload(
   };
 }
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name:
     "kubelet emulator publishes with kubelet's exact request, runs the workload as its user, unpublishes and deletes",
-  ignore: !isRoot,
   async fn() {
     await using h = await startHarness();
     await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
@@ -152,10 +151,9 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name:
     "kubelet emulator writes vol_data.json before publishing and deletes a running pod after unpublish",
-  ignore: !isRoot,
   async fn() {
     await using h = await startHarness();
     await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
@@ -201,14 +199,17 @@ Deno.test({
     assert.ok(Date.now() - t0 < 4000, "sleep exits on SIGTERM; no SIGKILL wait");
     const order = h.csi.calls.map((c) => c.method).filter((m) => m !== "NodeGetCapabilities");
     assert.equal(order.at(-1), "NodeUnpublishVolume");
-    assert.equal(await exists(podDir(h.root, uid)), false);
+    // The kubelet removes the pod dir right after its final DELETE: wait for it, do not race it.
+    await waitFor("the pod dir to be removed", async () => !(await exists(podDir(h.root, uid))), {
+      timeoutMs: 10_000,
+      intervalMs: 10,
+    });
   },
 });
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name:
     "kubelet emulator retries a failed publish with FailedMount events and starts no container before success",
-  ignore: !isRoot,
   async fn() {
     await using h = await startHarness();
     await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
@@ -228,8 +229,13 @@ Deno.test({
       pending?.status?.containerStatuses?.[0]?.state.waiting?.reason,
       "ContainerCreating",
     );
-    // Final error: kubelet removed vol_data.json and the PV dir.
-    assert.equal(await exists(csiVolumeDir(h.root, pod.metadata.uid, "pv-c")), false);
+    // Final error: kubelet removes vol_data.json and the PV dir (once the error came back, which
+    // can be after the fake recorded the call; the next retry is ≥ 1 s of back-off away).
+    await waitFor(
+      "the kubelet to remove the PV dir after the final error",
+      async () => !(await exists(csiVolumeDir(h.root, pod.metadata.uid, "pv-c"))),
+      { timeoutMs: 10_000, intervalMs: 10 },
+    );
     const events = await h.client.list<
       { reason: string; message: string; type: string; count: number }
     >(
@@ -263,10 +269,9 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name:
     "an uncertain publish error (UNAVAILABLE) is unpublished at deletion although it never succeeded",
-  ignore: !isRoot,
   async fn() {
     await using h = await startHarness();
     await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
@@ -298,9 +303,8 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name: "a force-deleted running pod is killed and unpublished without further API writes",
-  ignore: !isRoot,
   async fn() {
     await using h = await startHarness();
     await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });
@@ -327,10 +331,9 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name:
     "NodeGetVolumeStats is called with the target path only when GET_VOLUME_STATS is advertised",
-  ignore: !isRoot,
   async fn() {
     await using h = await startHarness({ statsMs: 200 });
     h.csi.capabilities = ["VOLUME_MOUNT_GROUP", "GET_VOLUME_STATS"];
@@ -354,10 +357,9 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name:
     "requiresRepublish republishes a running pod's volume with the same request; PV node affinity is checked",
-  ignore: !isRoot,
   async fn() {
     await using h = await startHarness({ requiresRepublish: true, republishMs: 150 });
     await waitFor("driver registration", () => h.kubelet.driverRegistered, { timeoutMs: 10_000 });

@@ -8,10 +8,10 @@ import { PODS } from "../../src/kube/resources.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { hostCommDir } from "../../src/mppod/paths.ts";
 import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../../src/mppod/labels.ts";
-import { exists, waitFor } from "../_helpers.ts";
+import { exists, testOrSkip, waitFor } from "../_helpers.ts";
 import { startHarness } from "./_harness.ts";
 
-const isRoot = Deno.uid() === 0;
+const ROOT_SKIP = Deno.uid() === 0 ? undefined : "needs root (mounts, pods under other uids)";
 
 function mountpointPod(name: string, extra: Record<string, unknown> = {}): Pod {
   return {
@@ -49,10 +49,9 @@ async function podStatus(
   ))?.status;
 }
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name:
     "a Mountpoint Pod runs as the pod's user, unprivileged, with its comm dir at the kubelet path",
-  ignore: !isRoot,
   async fn() {
     const script = [
       'cd "$MOUNTER_COMM_DIR"',
@@ -78,9 +77,13 @@ Deno.test({
     const uid = pod.metadata.uid;
     const comm = hostCommDir(h.root, uid);
     assert.equal(comm, `${h.root}/pods/${uid}/volumes/kubernetes.io~empty-dir/comm`);
+    // The container writes its three lines one after the other: wait for all of them.
     const whoami = await waitFor(
-      "whoami",
-      () => Deno.readTextFile(`${comm}/whoami`).catch(() => ""),
+      "whoami (all three lines)",
+      async () => {
+        const text = await Deno.readTextFile(`${comm}/whoami`).catch(() => "");
+        return /CapEff:.*\n/.test(text) ? text : "";
+      },
     );
     const [ids, nnp, caps] = whoami.trim().split("\n");
     // uid|gid|groups|comm dir|args ("/comm" rewritten to the host path)
@@ -113,9 +116,8 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name: "pod phase and restart counts follow the processes (OnFailure, Never, Always)",
-  ignore: !isRoot,
   async fn() {
     await using h = await startHarness();
     const pod = (name: string, policy: string, command: string) => ({
@@ -163,11 +165,10 @@ Deno.test({
 });
 
 for (const bundle of [false, true]) {
-  Deno.test({
+  testOrSkip(ROOT_SKIP, {
     name: `the real mounter runs unprivileged (${
       bundle ? "bundle" : "from source"
     }) and is restarted under OnFailure`,
-    ignore: !isRoot,
     async fn() {
       await using h = await startHarness(
         bundle ? { bundleMounter: true } : {},
@@ -212,10 +213,9 @@ const NAMESPACE = {
   namespaced: false,
 };
 
-Deno.test({
+testOrSkip(ROOT_SKIP, {
   name:
     "init containers run one after the other before the containers; a failed one under Never fails the pod",
-  ignore: !isRoot,
   async fn() {
     await using h = await startHarness();
     const pod = (name: string, policy: string, init: string) => ({

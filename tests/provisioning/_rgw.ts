@@ -22,7 +22,7 @@ import { CsiServer } from "../../src/csi/server.ts";
 import { createProvisioning } from "../../src/provisioning/create_provisioning.ts";
 import { S3ClientFactory } from "../../src/s3/client_factory.ts";
 import type { S3Credentials } from "../../src/s3/bucket_store.ts";
-import { tempDir } from "../_helpers.ts";
+import { tempDir, testOrSkip } from "../_helpers.ts";
 
 /** The RGW settings. */
 export interface Rgw {
@@ -66,6 +66,21 @@ export function rgw(): Rgw | undefined {
 /** Printed when RGW is not available. */
 export const SKIP_REASON =
   "provisioning tests: S3_ENDPOINT unset and no RGW env file; run tests/testbed/services/s3/rgw_start.sh (skipped)";
+
+/** A test on RGW: skipped, with the reason in its name, when no RGW is configured. */
+export function rgwTest(name: string, fn: () => Promise<void>): void {
+  testOrSkip(
+    rgw()
+      ? undefined
+      : "needs RGW (S3_ENDPOINT or its env file; scripts/test.sh starts one as root)",
+    {
+      name,
+      sanitizeResources: false,
+      sanitizeOps: false,
+      fn,
+    },
+  );
+}
 
 /** A unique lowercase token for bucket and volume names. */
 export function unique(): string {

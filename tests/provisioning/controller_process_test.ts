@@ -6,16 +6,14 @@
 import assert from "node:assert/strict";
 import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { connectCsi } from "../../src/csi/client.ts";
-import { spawnBinary, tempDir, waitFor } from "../_helpers.ts";
+import { spawnBinary, tempDir, testOrSkip, waitFor } from "../_helpers.ts";
 import { RawS3, rgw, SKIP_REASON, unique } from "./_rgw.ts";
 
 const S3 = rgw();
-// deno-lint-ignore no-console
-if (!S3) console.error(SKIP_REASON);
+const S3_SKIP = S3 ? undefined : SKIP_REASON;
 
-Deno.test({
+testOrSkip(S3_SKIP, {
   name: "s3-csi-controller --csi-endpoint serves the Controller service",
-  ignore: !S3,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {

@@ -6,12 +6,9 @@ import assert from "node:assert/strict";
 import type { CreateVolumeRequest, VolumeCapability } from "../../src/csi/gen/csi_types.ts";
 import { validatePublish } from "../../src/node/publish_request.ts";
 import { TAG } from "../../src/provisioning/ownership.ts";
-import { grpcError, RawS3, rgw, SKIP_REASON, startController, unique } from "./_rgw.ts";
+import { grpcError, RawS3, rgw, rgwTest, startController, unique } from "./_rgw.ts";
 
 const S3 = rgw();
-// deno-lint-ignore no-console
-if (!S3) console.error(SKIP_REASON);
-const opts = { ignore: !S3, sanitizeResources: false, sanitizeOps: false };
 
 const RWX: VolumeCapability = {
   mount: { fsType: "", mountFlags: [] },
@@ -29,9 +26,8 @@ function req(name: string, over: Partial<CreateVolumeRequest> = {}): CreateVolum
   };
 }
 
-Deno.test(
+rgwTest(
   "CreateVolume makes a tagged bucket; a retry returns the same volume and bucket",
-  opts,
   async () => {
     await using ctl = await startController(S3!);
     const raw = new RawS3(S3!);
@@ -72,9 +68,8 @@ Deno.test(
   },
 );
 
-Deno.test(
+rgwTest(
   "prefix mode: no new bucket; the volume is its prefix; the node mounts only it",
-  opts,
   async () => {
     await using ctl = await startController(S3!);
     const raw = new RawS3(S3!);
@@ -108,7 +103,7 @@ Deno.test(
   },
 );
 
-Deno.test("DeleteVolume does what each policy documents, and repeats succeed", opts, async () => {
+rgwTest("DeleteVolume does what each policy documents, and repeats succeed", async () => {
   await using ctl = await startController(S3!);
   const raw = new RawS3(S3!);
   const id = unique();
@@ -149,7 +144,7 @@ Deno.test("DeleteVolume does what each policy documents, and repeats succeed", o
   }
 });
 
-Deno.test("prefix mode delete policies touch only the volume's prefix", opts, async () => {
+rgwTest("prefix mode delete policies touch only the volume's prefix", async () => {
   await using ctl = await startController(S3!);
   const raw = new RawS3(S3!);
   const shared = `shared-${unique()}`;
@@ -179,7 +174,7 @@ Deno.test("prefix mode delete policies touch only the volume's prefix", opts, as
   }
 });
 
-Deno.test("a bucket the driver did not create is never taken over nor deleted", opts, async () => {
+rgwTest("a bucket the driver did not create is never taken over nor deleted", async () => {
   await using ctl = await startController(S3!);
   const raw = new RawS3(S3!);
   const foreign = `pvc-foreign-${unique()}`;
@@ -213,9 +208,8 @@ Deno.test("a bucket the driver did not create is never taken over nor deleted", 
   }
 });
 
-Deno.test(
+rgwTest(
   "provisioner secrets: the bucket belongs to the secret's account; delete needs it too",
-  opts,
   async () => {
     await using ctl = await startController(S3!);
     const raw = new RawS3(S3!);
@@ -242,7 +236,7 @@ Deno.test(
   },
 );
 
-Deno.test("bad requests: the right code and a message that says what to fix", opts, async () => {
+rgwTest("bad requests: the right code and a message that says what to fix", async () => {
   await using ctl = await startController(S3!);
   await using down = await startController(S3!, { endpoint: "http://127.0.0.1:9" });
   await using noCreds = await startController(S3!, { driverCredentials: false });

@@ -20,12 +20,11 @@ import type { PersistentVolume, PersistentVolumeClaim } from "../../src/kube/typ
 import { VolumeBinder } from "../testbed/control_plane/volume_binder.ts";
 import { Provisioner } from "../testbed/csi_provisioner/provisioner.ts";
 import { ANN } from "../testbed/csi_provisioner/provision_request.ts";
-import { waitFor } from "../_helpers.ts";
+import { testOrSkip, waitFor } from "../_helpers.ts";
 import { RawS3, rgw, SKIP_REASON, startController, unique } from "./_rgw.ts";
 
 const S3 = rgw();
-// deno-lint-ignore no-console
-if (!S3) console.error(SKIP_REASON);
+const S3_SKIP = S3 ? undefined : SKIP_REASON;
 
 async function world() {
   const api = await startApiServer({ podTerminationMs: 0 });
@@ -86,9 +85,8 @@ function claim(ns: string, name: string, sc: string): PersistentVolumeClaim {
   };
 }
 
-Deno.test({
+testOrSkip(S3_SKIP, {
   name: "provisioner: PVC → bucket + bound PV; deleting the PVC applies delete-all",
-  ignore: !S3,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -126,10 +124,9 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(S3_SKIP, {
   name:
     "provisioner: templated provisioner secret; delete-if-empty keeps a non-empty bucket and says why",
-  ignore: !S3,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -187,9 +184,8 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(S3_SKIP, {
   name: "provisioner: reclaimPolicy Retain keeps PV and bucket; prefix mode shares one bucket",
-  ignore: !S3,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -233,9 +229,8 @@ Deno.test({
   },
 });
 
-Deno.test({
+testOrSkip(S3_SKIP, {
   name: "provisioner: WaitForFirstConsumer waits for selected-node; unknown reserved keys fail",
-  ignore: !S3,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {

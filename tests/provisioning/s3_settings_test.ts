@@ -10,12 +10,9 @@ import { connectCsi } from "../../src/csi/client.ts";
 import { createProvisioning } from "../../src/provisioning/create_provisioning.ts";
 import { ConfigError } from "../../src/util/errors.ts";
 import { tempDir } from "../_helpers.ts";
-import { grpcError, RawS3, type Rgw, rgw, SKIP_REASON, unique } from "./_rgw.ts";
+import { grpcError, RawS3, type Rgw, rgw, rgwTest, unique } from "./_rgw.ts";
 
 const S3 = rgw();
-// deno-lint-ignore no-console
-if (!S3) console.error(SKIP_REASON);
-const opts = { ignore: !S3, sanitizeResources: false, sanitizeOps: false };
 
 /** A TLS terminator in front of RGW (raw TCP after the handshake, so signatures stay valid). */
 function tlsFront(s: Rgw, cert: string, key: string) {
@@ -145,9 +142,8 @@ const REQ = (name: string) => ({
   parameters: { deletePolicy: "delete-all" },
 });
 
-Deno.test(
+rgwTest(
   "custom CA bundle: trusted with it, refused (Unavailable, says what to check) without",
-  opts,
   async () => {
     await using certDir = await tempDir("s3csi-prov-ca-");
     const { ca, cert, key } = await makeCerts(certDir.path);
@@ -177,7 +173,7 @@ Deno.test(
   },
 );
 
-Deno.test("proxy: every S3 request of the Controller service goes through it", opts, async () => {
+rgwTest("proxy: every S3 request of the Controller service goes through it", async () => {
   const seen: string[] = [];
   const proxy = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
     seen.push(`${req.method} ${req.url}`);
@@ -207,26 +203,22 @@ Deno.test("proxy: every S3 request of the Controller service goes through it", o
   }
 });
 
-Deno.test(
-  "an unreadable or non-PEM CA bundle stops start-up with a ConfigError",
-  opts,
-  async () => {
-    await using dir = await tempDir();
-    await Deno.writeTextFile(`${dir.path}/x.pem`, "not a certificate");
-    const base = {
-      "s3-endpoint-url": "",
-      "s3-region": "us-east-1",
-      "s3-force-path-style": true,
-      "s3-proxy": "",
-      "s3-request-timeout": 1000,
-    };
-    await assert.rejects(
-      createProvisioning({ ...base, "s3-ca-bundle": `${dir.path}/missing.pem` }, () => undefined),
-      (e) => e instanceof ConfigError && /AWS_CA_BUNDLE/.test(e.message),
-    );
-    await assert.rejects(
-      createProvisioning({ ...base, "s3-ca-bundle": `${dir.path}/x.pem` }, () => undefined),
-      (e) => e instanceof ConfigError && /holds no PEM certificate/.test(e.message),
-    );
-  },
-);
+rgwTest("an unreadable or non-PEM CA bundle stops start-up with a ConfigError", async () => {
+  await using dir = await tempDir();
+  await Deno.writeTextFile(`${dir.path}/x.pem`, "not a certificate");
+  const base = {
+    "s3-endpoint-url": "",
+    "s3-region": "us-east-1",
+    "s3-force-path-style": true,
+    "s3-proxy": "",
+    "s3-request-timeout": 1000,
+  };
+  await assert.rejects(
+    createProvisioning({ ...base, "s3-ca-bundle": `${dir.path}/missing.pem` }, () => undefined),
+    (e) => e instanceof ConfigError && /AWS_CA_BUNDLE/.test(e.message),
+  );
+  await assert.rejects(
+    createProvisioning({ ...base, "s3-ca-bundle": `${dir.path}/x.pem` }, () => undefined),
+    (e) => e instanceof ConfigError && /holds no PEM certificate/.test(e.message),
+  );
+});

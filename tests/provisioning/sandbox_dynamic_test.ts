@@ -3,6 +3,8 @@
  * kubelet emulator, node plugin, RGW) plus the controller process serving the Controller service
  * on `--csi-endpoint` and the csi-provisioner emulation on its socket. PVCs of three StorageClasses
  * become PVs, one pod mounts all three and writes, and deleting the PVCs applies each policy.
+ * The teardown must leave nothing mounted or running under the sandbox's dir, and no driver
+ * process may have crashed.
  *
  * Needs root, /dev/fuse and rclone (like the sandbox tier); skips with the reason otherwise.
  */
@@ -13,11 +15,12 @@ import { EVENTS, PODS, PVCS, PVS, STORAGE_CLASSES } from "../../src/kube/resourc
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../src/kube/types.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
 import { Provisioner } from "../testbed/csi_provisioner/provisioner.ts";
-import { ChildProcess } from "../testbed/sandbox/child_process.ts";
+import { ChildProcess, describeCrashes } from "../testbed/sandbox/child_process.ts";
+import { cleanUpLeftovers, leftoversOf } from "../testbed/sandbox/leftovers.ts";
 import { SandboxEnv } from "../testbed/sandbox/sandbox_env.ts";
 import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
 import { writeStderr } from "../../src/util/stdio.ts";
-import { waitFor } from "../_helpers.ts";
+import { testOrSkip, waitFor } from "../_helpers.ts";
 import { unique } from "./_rgw.ts";
 
 function skipReason(): string | undefined {
@@ -33,8 +36,6 @@ function skipReason(): string | undefined {
 }
 
 const SKIP = skipReason();
-// deno-lint-ignore no-console
-if (SKIP) console.error(`provisioning sandbox test skipped: ${SKIP}`);
 
 const NS = "default";
 
@@ -60,9 +61,8 @@ function pvc(name: string, storageClassName: string): PersistentVolumeClaim {
   };
 }
 
-Deno.test({
+testOrSkip(SKIP, {
   name: "sandbox: PVCs become PVs, a pod mounts and writes, deleting the PVCs applies the policy",
-  ignore: SKIP !== undefined,
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -75,6 +75,7 @@ Deno.test({
       new StepReporter((t) => out.push(t)),
     );
     let provisioner: Provisioner | undefined;
+    let teardown = "";
     const shared = `shared-${unique()}`;
     try {
       assert.ok(await env.start(), out.join(""));
@@ -230,7 +231,15 @@ Deno.test({
       await env.drain().catch(() => {});
       await env.stop().catch(() => {});
       stop.abort();
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      // Fail on what the run left behind (after the test's own failure, if any, is reported).
+      const problems = [await leftoversOf(dir)].filter(Boolean);
+      const crashes = env.crashes();
+      if (crashes.length) problems.push(`driver process crash(es):\n${describeCrashes(crashes)}`);
+      await cleanUpLeftovers(dir);
+      if (problems.length) writeStderr(`sandbox provisioning: state and logs kept in ${dir}\n`);
+      else await Deno.remove(dir, { recursive: true }).catch(() => {});
+      teardown = problems.join("\n");
     }
+    assert.equal(teardown, "", "nothing left mounted or running, no driver process crashed");
   },
 });

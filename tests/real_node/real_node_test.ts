@@ -178,7 +178,7 @@ for (
     READ_ONLY,
     MULTI_VOLUME,
     SECRETS_PER_VOLUME,
-    failuresScenario(report),
+    failuresScenario(),
     TEARDOWN,
   ]
 ) realNodeScenario(s);
@@ -207,7 +207,7 @@ realNodeFinalTest("real node: deno task undeploy removes everything", async (t) 
   await t.step("leftover workloads of failed tests deleted first", async () => {
     const left = (await e.client.list<Pod>(PODS, { namespace: e.ns })).items;
     for (const p of left) await e.deletePod(p.metadata.name).catch(() => {});
-    await e.waitSettled(60_000);
+    await e.waitReleased(60_000);
     if (left.length) report(`undeploy: ${left.length} leftover workload(s) deleted first`);
   });
   await t.step("deno task undeploy --purge", async () => {

@@ -26,7 +26,6 @@ import { EVENTS, PODS, PVCS, PVS, SECRETS } from "../../src/kube/resources.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import {
-  ANNOTATION_NEEDS_UNMOUNT,
   COMPONENT_MOUNTPOINT_POD,
   DEFAULT_MOUNTPOINT_NAMESPACE,
   LABEL_COMPONENT,
@@ -84,6 +83,8 @@ export interface PodOptions {
   readonly runAsGroup?: number;
   /** Omitted when null. @default 1000 */
   readonly fsGroup?: number | null;
+  /** @default "Never" */
+  readonly restartPolicy?: "Never" | "OnFailure" | "Always";
   /** Pin to a node. */
   readonly node?: string;
   readonly env?: Record<string, string>;
@@ -356,7 +357,7 @@ export abstract class ScenarioCluster {
     return await this.client.create<Pod>(PODS, {
       metadata: { name: o.name, namespace: this.ns },
       spec: {
-        restartPolicy: "Never",
+        restartPolicy: o.restartPolicy ?? "Never",
         terminationGracePeriodSeconds: this.workloadGraceSeconds,
         automountServiceAccountToken: false,
         ...(o.node ? { nodeSelector: { "kubernetes.io/hostname": o.node } } : {}),
@@ -490,33 +491,6 @@ export abstract class ScenarioCluster {
       async () => !(await this.mountpointPods()).length && !(await this.s3pas()).length,
       { timeoutMs, intervalMs: 250 },
     );
-  }
-
-  /**
-   * Wait until no S3PA is left and every remaining Mountpoint Pod is marked needs-unmount with its
-   * source unmounted. A Mountpoint Pod that never received a mount (its publish failed before the
-   * mount: missing bucket, denied keys, refused option) keeps running until the mounter's receive
-   * timeout (2 min): the mounter checks `mount.exit` only before blocking in accept(). Returns
-   * the names of such lingering pods.
-   */
-  async waitSettled(timeoutMs = 45_000): Promise<string[]> {
-    let lingering: string[] = [];
-    await waitFor("S3PAs gone and Mountpoint Pods released or marked needs-unmount", async () => {
-      if ((await this.s3pas()).length) return false;
-      const mps = await this.mountpointPods();
-      const sources = new Set(
-        (await this.fuseMounts()).map((m) => m.mountPoint.split("/").at(-1)),
-      );
-      if (
-        mps.some((p) =>
-          p.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] !== "true" ||
-          sources.has(p.metadata.name)
-        )
-      ) return false;
-      lingering = mps.map((p) => p.metadata.name);
-      return true;
-    }, { timeoutMs, intervalMs: 250 });
-    return lingering;
   }
 }
 

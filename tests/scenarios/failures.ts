@@ -36,8 +36,8 @@ async function failedMount(e: ScenarioCluster, claim: string): Promise<KubeEvent
   }
 }
 
-/** The scenario; `report` prints a note (the lingering Mountpoint Pods of a known bug). */
-export function failuresScenario(report: (line: string) => void): Scenario {
+/** The scenario. */
+export function failuresScenario(): Scenario {
   return {
     name: "user-visible failures as pod events",
     nodes: 1,
@@ -121,18 +121,19 @@ export function failuresScenario(report: (line: string) => void): Scenario {
         }
       });
 
-      await step("the failed mounts leave no attachment, mount or credential file", async () => {
-        const lingering = await e.waitSettled();
-        assert.deepEqual(await e.fuseMounts(), []);
-        assert.deepEqual(await e.credentialFiles(), [], "no credential file left");
-        if (lingering.length) {
-          // Known bug: see ScenarioCluster.waitSettled (the mounter ignores mount.exit while
-          // waiting in accept).
-          report(
-            `failures: ${lingering.length} Mountpoint Pod(s) marked needs-unmount still running`,
-          );
-        }
-      });
+      await step(
+        "the failed mounts leave no attachment, Mountpoint Pod, mount or credential file",
+        async () => {
+          // Each failed publish marked its Mountpoint Pod needs-unmount and wrote mount.exit: the
+          // mounter exits (it was waiting for a mount message) and the controller deletes the pod.
+          await e.waitReleased();
+          assert.deepEqual(await e.mountpointPods(), [], "no Mountpoint Pod still running");
+          assert.deepEqual(await e.s3pas(), [], "no attachment");
+          assert.deepEqual(await e.fuseMounts(), []);
+          assert.deepEqual(await e.credentialFiles(), [], "no credential file left");
+          assert.deepEqual(await e.engineProcesses([]), [], "no mounter or engine process left");
+        },
+      );
     },
   };
 }

@@ -78,7 +78,12 @@ export const SECRETS_PER_VOLUME: Scenario = {
           );
           assert.equal(await e.log(pod), "", "the container never started");
           await e.deletePod(pod.metadata.name);
-          await e.waitSettled();
+          await e.waitReleased();
+          assert.deepEqual(
+            await e.mountpointPods(),
+            [],
+            "the failed mount's Mountpoint Pod is gone",
+          );
           assert.deepEqual(await e.fuseMounts(), []);
           assert.deepEqual(await e.keys(mine), [], "nothing written to the first user's bucket");
         } finally {

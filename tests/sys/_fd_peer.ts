@@ -1,7 +1,8 @@
 /**
  * The sending side of the fd-passing tests, run as a separate Deno process (like the node plugin):
- * `deno run -A tests/sys/_fd_peer.ts <socket> <mode> [delay-ms]`. It waits, connects (retrying), sends one message
- * and exits; stdout gets one JSON line with its timings.
+ * `deno run -A tests/sys/_fd_peer.ts <socket> <mode> [delay-ms|/wait-for-file] [/trying-file]`. It
+ * waits (a delay, or until the test creates `wait-for-file`), creates `trying-file` if given,
+ * connects (retrying), sends one message and exits; stdout gets one JSON line with its timings.
  *
  * Modes: `fuse` (the mount message + one /dev/fuse fd), `two` / `three` (several fds), `none` (no fd), `big`
  * (a payload over the limit + one fd), `file` (one fd of a regular file).
@@ -28,8 +29,17 @@ function openFile(path: string): number {
   return fd;
 }
 
-async function main(path: string, mode: string, delayMs: number): Promise<void> {
-  if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+async function exists(path: string): Promise<boolean> {
+  return await Deno.stat(path).then(() => true, () => false);
+}
+
+async function main(path: string, mode: string, wait: string, trying: string): Promise<void> {
+  if (wait.startsWith("/")) {
+    // Start only once the test says so (it creates the file), however long that takes.
+    while (!(await exists(wait))) await new Promise((r) => setTimeout(r, 10));
+  } else if (Number(wait) > 0) await new Promise((r) => setTimeout(r, Number(wait)));
+  // Tell the test the first connect attempt is about to happen.
+  if (trying) await Deno.writeTextFile(trying, "");
   const t0 = performance.now();
   const conn = await connectUnix(path, { timeoutMs: 10_000 });
   const connectedMs = performance.now() - t0;
@@ -71,7 +81,9 @@ async function main(path: string, mode: string, delayMs: number): Promise<void> 
 }
 
 if (import.meta.main) {
-  const [path, mode, delayMs] = Deno.args;
-  if (!path || !mode) throw new Error("usage: _fd_peer.ts <socket> <mode> [delay-ms]");
-  await main(path, mode, Number(delayMs ?? 0));
+  const [path, mode, wait, trying] = Deno.args;
+  if (!path || !mode) {
+    throw new Error("usage: _fd_peer.ts <socket> <mode> [delay-ms|/wait-for-file] [/trying-file]");
+  }
+  await main(path, mode, wait ?? "0", trying ?? "");
 }

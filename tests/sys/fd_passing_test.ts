@@ -30,15 +30,22 @@ import {
   tempDir,
 } from "./_helpers.ts";
 import { PEER_MESSAGE } from "./_fd_peer.ts";
+import { exists, waitFor } from "../_helpers.ts";
 
 const ROOT = rootSkipReason();
 const PEER = new URL("./_fd_peer.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 const RECEIVE = { maxBytes: MAX_MOUNT_MESSAGE_BYTES, timeoutMs: 10_000 };
 
-function spawnPeer(socket: string, mode: string, delayMs = 0): Deno.ChildProcess {
+/** Start the peer; `wait` is a delay in ms or a file to wait for; `trying` a file it creates. */
+function spawnPeer(
+  socket: string,
+  mode: string,
+  wait: number | string = 0,
+  trying = "",
+): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--config", CONFIG, PEER, socket, mode, String(delayMs)],
+    args: ["run", "-A", "--config", CONFIG, PEER, socket, mode, String(wait), trying],
     stdin: "null",
     stdout: "piped",
     stderr: "inherit",
@@ -65,10 +72,16 @@ privilegedTest(
     await using dir = await tempDir("fdpass");
     const sock = `${dir.path}/mount.sock`;
     using listener = await listenUnix(sock, { mode: 0o600 });
+    // The peer connects only once this process's event loop has run 100 timer ticks (≥ 1 s,
+    // two poll slices) while accept() waits: if the waits blocked the event loop, the go file
+    // would never appear and accept() would time out.
+    const go = `${dir.path}/go`;
     let ticks = 0;
-    const timer = setInterval(() => ticks++, 10);
+    const timer = setInterval(() => {
+      if (++ticks === 100) Deno.writeTextFileSync(go, "");
+    }, 10);
     const t0 = performance.now();
-    const child = spawnPeer(sock, "fuse", 1500); // the wait spans two poll slices
+    const child = spawnPeer(sock, "fuse", go);
     try {
       using conn = await accept(listener, { timeoutMs: 20_000 });
       assert.deepEqual(peerCredentials(conn).uid, 0);
@@ -83,10 +96,9 @@ privilegedTest(
       } finally {
         fds.forEach(closeFd);
       }
-      const expected = waited / 10;
       measure("waited ms for the peer process", waited);
-      measure(`timer ticks during the wait (expected ~${expected.toFixed(0)})`, ticks);
-      assert.ok(ticks >= expected * 0.5, `event loop alive: ${ticks} ticks in ${waited} ms`);
+      measure("timer ticks during the wait", ticks);
+      assert.ok(ticks >= 100, `the event loop ran while accept() waited: ${ticks} ticks`);
       const peer = await peerResult(child);
       measure("peer connect ms", peer.connectedMs!);
     } finally {
@@ -99,16 +111,18 @@ privilegedTest(
 privilegedTest("connectUnix() retries until the listener appears", ROOT, async () => {
   await using dir = await tempDir("late");
   const sock = `${dir.path}/mount.sock`;
-  const child = spawnPeer(sock, "fuse");
+  const trying = `${dir.path}/trying`;
+  const child = spawnPeer(sock, "fuse", 0, trying);
   try {
-    await new Promise((r) => setTimeout(r, 700));
+    // Listen only once the peer is about to connect: its first attempt finds no socket.
+    await waitFor("the peer to start connecting", () => exists(trying), { timeoutMs: 30_000 });
     using listener = await listenUnix(sock);
     using conn = await accept(listener, { timeoutMs: 20_000 });
     const { fds } = await receiveWithFds(conn, { ...RECEIVE, exactFds: 1 });
     fds.forEach(closeFd);
     const peer = await peerResult(child);
     measure("peer connect ms (started before the listener)", peer.connectedMs!);
-    assert.ok(peer.connectedMs! > 100, "the peer had to retry");
+    assert.equal(peer.fds, 1, "the peer connected after retrying and sent its fd");
   } finally {
     await statusWithin(child, 20_000).catch(() => {});
   }
@@ -249,7 +263,8 @@ privilegedTest(
     const elapsed = performance.now() - t0;
     assert.ok(err instanceof TimeoutError, String(err));
     assert.ok(err.cause instanceof SysError && err.cause.code === "ENOENT");
-    assert.ok(elapsed >= 195 && elapsed < 700, `elapsed ${elapsed}`);
+    // It waited its timeout (a timer never fires early); how much longer depends on the load.
+    assert.ok(elapsed >= 195, `elapsed ${elapsed}`);
     measure("connect timeout 200 ms took", elapsed);
   },
 );
@@ -265,29 +280,25 @@ privilegedTest("accept(), receiveWithFds() and connectUnix() stop on abort", ROO
     return ac.signal;
   };
 
-  let t0 = performance.now();
+  // Each wait is rejected with the abort reason, not with its (10 s) TimeoutError: the abort
+  // ended it.
   await assert.rejects(
     accept(listener, { timeoutMs: 10_000, signal: abortAfter(100) }),
     (e) => e === reason,
   );
-  assert.ok(performance.now() - t0 < 600, "accept stopped quickly");
 
   using client = await connectUnix(sock, { timeoutMs: 1000 });
   using server = await accept(listener, { timeoutMs: 1000 });
-  t0 = performance.now();
   await assert.rejects(
     receiveWithFds(server, { ...RECEIVE, signal: abortAfter(100) }),
     (e) => e === reason,
   );
-  assert.ok(performance.now() - t0 < 600, "receive stopped quickly");
   void client;
 
-  t0 = performance.now();
   await assert.rejects(
     connectUnix(`${dir.path}/missing.sock`, { timeoutMs: 10_000, signal: abortAfter(100) }),
     (e) => e === reason,
   );
-  assert.ok(performance.now() - t0 < 600, "connect stopped quickly");
 
   const aborted = AbortSignal.abort(reason);
   await assert.rejects(accept(listener, { timeoutMs: 1000, signal: aborted }), (e) => e === reason);
@@ -302,7 +313,7 @@ privilegedTest("receiveWithFds() times out when the peer sends nothing", ROOT, a
   const t0 = performance.now();
   await assert.rejects(receiveWithFds(server, { ...RECEIVE, timeoutMs: 250 }), TimeoutError);
   const elapsed = performance.now() - t0;
-  assert.ok(elapsed >= 245 && elapsed < 800, `elapsed ${elapsed}`);
+  assert.ok(elapsed >= 245, `elapsed ${elapsed}`);
 });
 
 privilegedTest(
@@ -387,9 +398,8 @@ privilegedTest("closing a socket ends the waits on it", ROOT, async () => {
   const listener = await listenUnix(sock);
   const pending = accept(listener, { timeoutMs: 10_000 });
   setTimeout(() => listener.close(), 50);
-  const t0 = performance.now();
+  // SocketClosedError, not the 10 s TimeoutError: the close ended the wait.
   await assert.rejects(pending, SocketClosedError);
-  assert.ok(performance.now() - t0 < 500);
   assert.throws(() => listener.fd, SocketClosedError);
 });
 

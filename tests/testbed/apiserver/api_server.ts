@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { PodLogs } from "./pod_logs.ts";
 import { Cluster } from "./cluster.ts";
 import { renderKubeconfig } from "./kubeconfig.ts";
 import type { ObjectStore } from "./object_store.ts";
@@ -64,6 +65,8 @@ export interface ApiServer {
   readonly store: ObjectStore;
   /** The cluster (typed writes, registry). */
   readonly cluster: Cluster;
+  /** Kubelets serving `kubectl logs` (`pods/log`), registered by node name. */
+  readonly podLogs: PodLogs;
   /** End every open watch; clients reconnect from their last resourceVersion. */
   closeAllWatches(): void;
   /** Drop the watch history so that any resume from an older resourceVersion gets 410. */
@@ -88,11 +91,13 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
   });
   const stopper = new AbortController();
   let address = "";
+  const podLogs = new PodLogs();
   const router = new ApiRouter(cluster, {
     token,
     allowAnonymous: !tls,
     serverAddress: () => address,
     signal: stopper.signal,
+    podLogs,
     ...(options.bookmarkIntervalMs !== undefined
       ? { bookmarkIntervalMs: options.bookmarkIntervalMs }
       : {}),
@@ -149,6 +154,7 @@ export async function startApiServer(options: ApiServerOptions = {}): Promise<Ap
     token,
     store: cluster.store,
     cluster,
+    podLogs,
     closeAllWatches: () => cluster.store.hub.closeAll(),
     expireHistory: () => cluster.store.hub.compact(cluster.store.resourceVersion),
     stop,

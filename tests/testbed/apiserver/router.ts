@@ -7,6 +7,7 @@
  * - discovery: `/api`, `/apis`, `/api/v1`, `/apis/<g>`, `/apis/<g>/<v>` (legacy or aggregated)
  * - `/openapi/v3`, `/openapi/v3/<gv>` (`/openapi/v2` is 404)
  * - resources: `<prefix>[/namespaces/<ns>]/<plural>[/<name>[/status]]`
+ * - `GET /api/v1/namespaces/<ns>/pods/<name>/log` from the node's kubelet ({@link PodLogs})
  *
  * @module
  */
@@ -26,6 +27,7 @@ import { isObject, type JsonObject, meta } from "./json_value.ts";
 import { listObjects, parseSelection } from "./list_request.ts";
 import { openApiGroupVersion, openApiIndex } from "./openapi.ts";
 import { patchObject } from "./patch_request.ts";
+import { podLogResponse, type PodLogs } from "./pod_logs.ts";
 import { decodeKubeProtobuf, ProtobufDecodeError } from "./protobuf_decode.ts";
 import type { ResourceType } from "./resources.ts";
 import {
@@ -38,7 +40,7 @@ import {
   statusBody,
   unsupportedMediaType,
 } from "./status_errors.ts";
-import { toTable, wantsTable } from "./table.ts";
+import { includeObjectOf, toTable, wantsTable } from "./table.ts";
 import { watchStream } from "./watch_stream.ts";
 import { logger } from "../../../src/util/log.ts";
 
@@ -56,6 +58,8 @@ export interface RouterOptions {
   readonly bookmarkIntervalMs?: number;
   /** Ends open watches when the server stops. */
   readonly signal: AbortSignal;
+  /** Kubelets serving `pods/log`. */
+  readonly podLogs: PodLogs;
 }
 
 /** A parsed resource URL. */
@@ -260,6 +264,24 @@ export class ApiRouter {
     const q = url.searchParams;
     const c = this.#cluster;
     const ns = rp.namespace ?? "";
+    if (subresource === "log" && t.kind === "Pod" && t.group === "" && name !== undefined) {
+      if (req.method.toUpperCase() !== "GET") {
+        throw methodNotAllowed("the server does not allow this method on the requested resource");
+      }
+      return await podLogResponse({
+        pod: c.get(t, ns, name),
+        query: q,
+        logs: this.#options.podLogs,
+        reread: () => {
+          try {
+            return c.get(t, ns, name);
+          } catch {
+            return undefined;
+          }
+        },
+        signal: this.#options.signal,
+      });
+    }
     if (subresource !== undefined && !(subresource === "status" && t.statusSubresource)) {
       throw pathNotFound();
     }
@@ -292,6 +314,7 @@ export class ApiRouter {
           sendInitialEvents: queryBool(q, "sendInitialEvents") === true,
           timeoutSeconds: queryInt(q, "timeoutSeconds"),
           table,
+          includeObject: includeObjectOf(q),
           bookmarkIntervalMs: this.#options.bookmarkIntervalMs ?? 60_000,
           signal: this.#options.signal,
         });
@@ -303,7 +326,10 @@ export class ApiRouter {
         const list = listObjects(c, t, sel, q);
         if (!table) return json(list);
         return json(
-          toTable(t, list.items as JsonObject[], list.metadata as JsonObject, { now: Date.now() }),
+          toTable(t, list.items as JsonObject[], list.metadata as JsonObject, {
+            now: Date.now(),
+            includeObject: includeObjectOf(q),
+          }),
         );
       }
       if (method === "POST") {
@@ -346,6 +372,7 @@ export class ApiRouter {
         return json(
           toTable(t, [obj], { resourceVersion: String(meta(obj).resourceVersion) }, {
             now: Date.now(),
+            includeObject: includeObjectOf(q),
           }),
         );
       }

@@ -1,38 +1,5 @@
 import assert from "node:assert/strict";
-import { Cluster } from "./cluster.ts";
-import { ApiRouter } from "./router.ts";
-
-const BASE = "http://emu";
-
-async function withRouter(
-  fn: (
-    call: (path: string, init?: RequestInit) => Promise<Response>,
-    c: Cluster,
-    stop: AbortController,
-  ) => Promise<void>,
-) {
-  const c = new Cluster();
-  const stop = new AbortController();
-  const r = new ApiRouter(c, {
-    token: "tok",
-    allowAnonymous: false,
-    serverAddress: () => "emu:1",
-    signal: stop.signal,
-  });
-  const call = (path: string, init: RequestInit = {}) =>
-    r.handle(
-      new Request(`${BASE}${path}`, {
-        ...init,
-        headers: { authorization: "Bearer tok", ...init.headers },
-      }),
-    );
-  try {
-    await fn(call, c, stop);
-  } finally {
-    stop.abort();
-    c.stop();
-  }
-}
+import { withRouter } from "./_test_fixtures.ts";
 
 Deno.test("ApiRouter authenticates with the bearer token", () =>
   withRouter(async (call) => {

@@ -1,12 +1,14 @@
 /**
  * `meta.k8s.io/v1` Table output for `kubectl get` (reference §6.3): server-side printer columns for
  * the built-ins kubectl users look at, CRD `additionalPrinterColumns`, and `Name`/`Age` otherwise.
- * Rows carry the object as PartialObjectMetadata so `--show-labels`, `-L` and `-A` work.
+ * Rows carry the object as PartialObjectMetadata so `--show-labels`, `-L` and `-A` work, or the
+ * whole object with `includeObject=Object` (what kubectl asks for with `--sort-by`).
  *
  * @module
  */
 import { isObject, type JsonObject } from "./json_value.ts";
-import type { PrinterColumn, ResourceType } from "./resources.ts";
+import { groupVersion, type PrinterColumn, type ResourceType } from "./resources.ts";
+import { badRequest } from "./status_errors.ts";
 
 /** A column definition of a Table. */
 export interface TableColumn {
@@ -290,18 +292,41 @@ function partial(o: JsonObject): JsonObject {
   return { kind: "PartialObjectMetadata", apiVersion: "meta.k8s.io/v1", metadata: o.metadata };
 }
 
+/**
+ * What each row carries (`includeObject`): `Metadata` (default) a PartialObjectMetadata, `Object`
+ * the whole object (kubectl asks for it with `--sort-by`, to sort on any field), `None` nothing.
+ */
+export type IncludeObject = "None" | "Metadata" | "Object";
+
+/** The `includeObject` query parameter. @throws {ApiError} 400 for another value */
+export function includeObjectOf(q: URLSearchParams): IncludeObject {
+  const v = q.get("includeObject") ?? "Metadata";
+  if (v === "" || v === "Metadata") return "Metadata";
+  if (v === "None" || v === "Object") return v;
+  throw badRequest(
+    `Invalid value: "${v}": includeObject must be one of "None", "Metadata" or "Object"`,
+  );
+}
+
 /** A Table of `items`; `withColumns=false` omits column definitions (later watch events). */
 export function toTable(
   t: ResourceType,
   items: readonly JsonObject[],
   listMeta: JsonObject,
-  options: { now: number; withColumns?: boolean },
+  options: { now: number; withColumns?: boolean; includeObject?: IncludeObject },
 ): JsonObject {
   const spec = tableSpec(t);
   const table: JsonObject = { kind: "Table", apiVersion: "meta.k8s.io/v1", metadata: listMeta };
   if (options.withColumns !== false) table.columnDefinitions = spec.columns;
   else table.columnDefinitions = null;
-  table.rows = items.map((o) => ({ cells: spec.row(o, options.now), object: partial(o) }));
+  const include = options.includeObject ?? "Metadata";
+  const embed = (o: JsonObject): JsonObject | null =>
+    include === "None"
+      ? null
+      : include === "Object"
+      ? { ...o, kind: t.kind, apiVersion: groupVersion(t) }
+      : partial(o);
+  table.rows = items.map((o) => ({ cells: spec.row(o, options.now), object: embed(o) }));
   return table;
 }
 

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { humanAge, simpleJsonPath, toTable, wantsTable } from "./table.ts";
+import {
+  humanAge,
+  type IncludeObject,
+  includeObjectOf,
+  simpleJsonPath,
+  toTable,
+  wantsTable,
+} from "./table.ts";
 import { typeFromCrd } from "./resources.ts";
 import { s3paCrd } from "../../../src/api/mountpoint_s3_pod_attachment.ts";
 
@@ -44,4 +51,29 @@ Deno.test("simpleJsonPath() and wantsTable() parse their inputs", () => {
   assert.equal(simpleJsonPath({}, ".x.y"), undefined);
   assert.equal(wantsTable("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"), true);
   assert.equal(wantsTable("application/json"), false);
+});
+
+Deno.test("toTable() rows carry metadata, the whole object (includeObject=Object, kubectl --sort-by) or nothing", () => {
+  const t = typeFromCrd(s3paCrd())!;
+  const obj = {
+    metadata: { name: "s3pa-1", creationTimestamp: "2026-01-01T00:00:00Z" },
+    spec: { nodeName: "node-b", persistentVolumeName: "pv-1", mountOptions: "ro" },
+  };
+  const row = (includeObject?: IncludeObject) =>
+    (toTable(t, [obj], {}, { now: 0, ...(includeObject ? { includeObject } : {}) })
+      .rows as { object: unknown }[])[0]!.object;
+  assert.deepEqual(row(), {
+    kind: "PartialObjectMetadata",
+    apiVersion: "meta.k8s.io/v1",
+    metadata: obj.metadata,
+  });
+  assert.deepEqual(row("Object"), {
+    ...obj,
+    kind: "MountpointS3PodAttachment",
+    apiVersion: "s3.csi.scality.com/v2",
+  });
+  assert.equal(row("None"), null);
+  assert.equal(includeObjectOf(new URLSearchParams("includeObject=Object")), "Object");
+  assert.equal(includeObjectOf(new URLSearchParams("")), "Metadata");
+  assert.throws(() => includeObjectOf(new URLSearchParams("includeObject=All")), /must be one of/);
 });

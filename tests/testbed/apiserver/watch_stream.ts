@@ -17,7 +17,7 @@ import { type JsonObject, meta } from "./json_value.ts";
 import { type Selection, selects } from "./list_request.ts";
 import { groupVersion, type ResourceType, storageKey } from "./resources.ts";
 import { statusBody } from "./status_errors.ts";
-import { toTable } from "./table.ts";
+import { type IncludeObject, toTable } from "./table.ts";
 import { HistoryExpiredError, type StoreEvent } from "./watch_hub.ts";
 
 /** Options of one watch request. */
@@ -36,6 +36,8 @@ export interface WatchRequest {
   readonly timeoutSeconds?: number | undefined;
   /** Render objects as one-row Tables. */
   readonly table: boolean;
+  /** What Table rows carry (`includeObject`). @default "Metadata" */
+  readonly includeObject?: IncludeObject;
   /** Bookmark period. */
   readonly bookmarkIntervalMs: number;
   /** Ends the stream (server shutdown or client abort). */
@@ -77,6 +79,7 @@ export function watchStream(cluster: Cluster, req: WatchRequest): ReadableStream
       object = toTable(t, [object], { resourceVersion: String(meta(object).resourceVersion) }, {
         now: Date.now(),
         withColumns: firstTable,
+        includeObject: req.includeObject ?? "Metadata",
       });
       firstTable = false;
     }

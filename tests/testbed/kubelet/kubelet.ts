@@ -115,6 +115,32 @@ export class Kubelet {
     return this.#workers.get(podUID)?.logPath(container);
   }
 
+  /**
+   * A container's log from byte `offset` on (`kubectl logs`, served through the API emulator's
+   * `pods/log`): the current or last run, or with `previous` the run before. Undefined when the
+   * pod has no worker here, the container never ran, or (`previous`) never restarted.
+   */
+  async readContainerLog(
+    podUID: string,
+    container: string,
+    previous: boolean,
+    offset: number,
+  ): Promise<Uint8Array | undefined> {
+    const worker = this.#workers.get(podUID);
+    const path = previous ? worker?.previousLogPath(container) : worker?.logPath(container);
+    if (!path) return undefined;
+    const f = await Deno.open(path, { read: true }).catch(() => undefined);
+    if (!f) return undefined;
+    try {
+      if (offset) await f.seek(offset, Deno.SeekMode.Start);
+    } catch {
+      f.close();
+      return undefined;
+    }
+    // Reading the stream to its end closes the file.
+    return new Uint8Array(await new Response(f.readable).arrayBuffer());
+  }
+
   /** Register the node, start driver registration and the pod watch; resolves once synced. */
   async start(timeoutMs = 30_000): Promise<void> {
     const root = this.#o.kubeletRoot;

@@ -241,6 +241,12 @@ export class PodWorker {
     return this.#logPath(container, r?.restartCount ?? 0);
   }
 
+  /** Log file of a container's run before the current one; undefined when it never restarted. */
+  previousLogPath(container: string): string | undefined {
+    const r = this.#records.find((x) => x.name === container);
+    return r && r.restartCount > 0 ? this.#logPath(container, r.restartCount - 1) : undefined;
+  }
+
   get #runContext(): ContainerRunContext {
     return {
       pod: () => this.#pod,

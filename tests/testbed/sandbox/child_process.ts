@@ -1,7 +1,9 @@
 /**
  * The driver's binaries as child processes of the sandbox: started from source with
  * `deno run -A` in a session of their own (`setsid`), output appended to a log file, stopped with
- * SIGTERM then SIGKILL.
+ * SIGTERM then SIGKILL. Any exit that {@link ChildProcess.stop} did not ask for is a crash,
+ * recorded with the exit code or signal and the last lines of the log, so the sandbox and the e2e
+ * tier can fail on it and show why.
  *
  * @module
  */
@@ -9,6 +11,38 @@ import { fileURLToPath } from "node:url";
 
 /** Repository root, with a trailing slash. */
 export const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+
+/** An exit nobody asked for. */
+export interface Crash {
+  /** Name of the process (e.g. `node plugin node-1`). */
+  readonly name: string;
+  readonly pid: number;
+  readonly code: number;
+  /** Signal that ended it, if any. */
+  readonly signal: string | null;
+  /** When it exited. */
+  readonly at: Date;
+  /** The last lines of its log at exit (its own last words, e.g. an assertion). */
+  readonly logTail: string;
+}
+
+/** Lines of a process log kept in a {@link Crash}. */
+export const CRASH_LOG_LINES = 30;
+
+/** The last `lines` lines of a log file ("" when unreadable). */
+export async function logTail(path: string, lines = CRASH_LOG_LINES): Promise<string> {
+  const text = await Deno.readTextFile(path).catch(() => "");
+  return text.trimEnd().split("\n").slice(-lines).join("\n");
+}
+
+/** One line per crash, then its log tail: what the sandbox and the e2e tier print. */
+export function describeCrashes(crashes: readonly Crash[]): string {
+  return crashes.map((c) =>
+    `${c.name} (pid ${c.pid}) exited ${
+      c.signal ? `on ${c.signal}` : `with code ${c.code}`
+    } at ${c.at.toISOString()}; last log lines:\n${c.logTail || "(empty log)"}`
+  ).join("\n");
+}
 
 /** A running child. */
 export class ChildProcess {
@@ -19,7 +53,10 @@ export class ChildProcess {
   readonly logPath: string;
   /** Exit code once exited. */
   exitCode: number | undefined;
+  /** Set when the process exited without {@link stop}: a crash. */
+  crash: Crash | undefined;
   readonly status: Promise<number>;
+  #stopping = false;
 
   private constructor(name: string, child: Deno.ChildProcess, log: Deno.FsFile, logPath: string) {
     this.name = name;
@@ -32,10 +69,20 @@ export class ChildProcess {
     this.#pumps = Promise.all([pump(child.stdout), pump(child.stderr)]).then(() => {});
     this.status = child.status.then(async (s) => {
       await this.#pumps.catch(() => {});
-      this.exitCode = s.code;
       try {
         this.#log.close();
       } catch { /* closed */ }
+      if (!this.#stopping) {
+        this.crash = {
+          name,
+          pid: child.pid,
+          code: s.code,
+          signal: s.signal,
+          at: new Date(),
+          logTail: await logTail(logPath),
+        };
+      }
+      this.exitCode = s.code;
       return s.code;
     });
   }
@@ -90,6 +137,7 @@ export class ChildProcess {
   /** SIGTERM, SIGKILL after `graceMs`; resolves with the exit code. */
   async stop(graceMs = 10_000): Promise<number> {
     if (this.exitCode !== undefined) return this.exitCode;
+    this.#stopping = true;
     try {
       this.#child.kill("SIGTERM");
     } catch { /* exited */ }
@@ -113,12 +161,15 @@ export const MAX_RESTARTS = 5;
 
 /**
  * A child restarted whenever it exits while nobody stops it, as kubelet restarts a DaemonSet
- * container (`restartPolicy: Always`). Same surface as {@link ChildProcess}.
+ * container (`restartPolicy: Always`), so one crash does not hide what the rest of a run shows.
+ * Every such exit is kept in {@link crashes}: a restart is a failure of the run, never silent.
+ * Same surface as {@link ChildProcess}.
  */
 export class SupervisedProcess {
   #current: ChildProcess;
   #stopping = false;
   #restarts = 0;
+  readonly #crashes: Crash[] = [];
   readonly #start: () => Promise<ChildProcess>;
   readonly #restartDelayMs: number;
   /** Final exit code (after {@link stop}, or a clean exit). */
@@ -147,6 +198,7 @@ export class SupervisedProcess {
   async #watch(): Promise<number> {
     for (;;) {
       const code = await this.#current.status;
+      if (this.#current.crash) this.#crashes.push(this.#current.crash);
       // A crash loop (e.g. bad configuration) is reported, not hidden: give up after a few.
       if (this.#stopping || this.#restarts >= MAX_RESTARTS) {
         this.exitCode = code;
@@ -180,6 +232,11 @@ export class SupervisedProcess {
   /** How many times the process was restarted. */
   get restarts(): number {
     return this.#restarts;
+  }
+
+  /** Every exit nobody asked for (each followed by a restart, up to {@link MAX_RESTARTS}). */
+  get crashes(): readonly Crash[] {
+    return this.#crashes;
   }
 
   /** Stop for good: SIGTERM, SIGKILL after `graceMs`. */

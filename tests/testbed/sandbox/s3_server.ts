@@ -205,7 +205,8 @@ async function startS3rver(dir: string, logDir: string, note: string): Promise<S
 
 /**
  * Start the server `choice` asks for. `auto`: versitygw, else (with the reason in `note`) RGW
- * when running as root, else s3rver.
+ * when running as root, else s3rver. An RGW that cannot start fails the step: falling back
+ * silently to s3rver would drop the S3 features the scenario shows.
  */
 export async function startS3Server(
   choice: S3Choice,
@@ -230,7 +231,10 @@ export async function startS3Server(
     const rgw = await startRgw(logDir, signal);
     return why ? { ...rgw, note: why.replace(/; $/, "") } : rgw;
   } catch (err) {
-    if (choice === "rgw") throw err;
-    return await startS3rver(dir, logDir, `${why}RGW unavailable: ${errorMessage(err)}`);
+    throw new Error(
+      `${why}${
+        errorMessage(err)
+      }; --s3 s3rver runs without versitygw or RGW (dynamic provisioning is then skipped)`,
+    );
   }
 }

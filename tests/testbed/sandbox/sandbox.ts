@@ -2,89 +2,23 @@
  * `deno task sandbox`: the one-machine cluster on which the driver is shown end to end. The
  * control plane (API server, scheduler, PV binder, csi-provisioner) and the kubelet are emulated —
  * or, with `--real-apiserver`, the API server and PV binder are the real kube-apiserver and
- * kube-controller-manager; processes, FUSE, gRPC and S3 are real. Starts everything, runs the scenario, prints each step, then tears it all
- * down and checks that nothing is left mounted or running (or waits for Ctrl-C with `--keep`).
+ * kube-controller-manager; processes, FUSE, gRPC and S3 are real. Starts everything, runs the
+ * scenario, prints each step, then tears it all down (after Ctrl-C with `--keep`) and checks that
+ * no driver process crashed and nothing is left mounted or running. Exit 0 only when every step
+ * completed.
  *
  * @module
  */
 import type { ParsedConfig } from "../../../src/util/config.ts";
 import { configureLogging, type LOG_OPTIONS } from "../../../src/util/log.ts";
-import { unmount } from "../../../src/sys/mount.ts";
-import { readMountInfo } from "../../../src/sys/mountinfo.ts";
 import { SandboxEnv } from "./sandbox_env.ts";
 import type { SANDBOX_OPTIONS } from "./sandbox_options.ts";
 import { runScenario } from "./scenario.ts";
 import { StepReporter } from "./step_reporter.ts";
 import type { S3Choice } from "./s3_server.ts";
 import type { Engine } from "../../../src/mppod/mount_message.ts";
-
-async function ancestors(): Promise<Set<number>> {
-  const out = new Set<number>();
-  let pid = Deno.pid;
-  while (pid > 1 && !out.has(pid)) {
-    out.add(pid);
-    const stat = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
-    pid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1] ?? 0);
-  }
-  return out;
-}
-
-/**
- * Processes (pid → cmdline) whose command line or environment (other than `KUBECONFIG`) names
- * `dir`, except this process and its ancestors (`deno task sandbox --dir …`).
- */
-export async function processesUsing(dir: string): Promise<Map<number, string>> {
-  const found = new Map<number, string>();
-  const mine = await ancestors();
-  for await (const e of Deno.readDir("/proc")) {
-    const pid = Number(e.name);
-    if (!Number.isInteger(pid) || mine.has(pid)) continue;
-    const cmdline = await Deno.readTextFile(`/proc/${pid}/cmdline`).catch(() => "");
-    const environ = await Deno.readTextFile(`/proc/${pid}/environ`).catch(() => "");
-    // KUBECONFIG alone does not count: a user's kubectl run against the sandbox is not a leak.
-    const env = environ.split("\0").filter((kv) => !kv.startsWith("KUBECONFIG="));
-    if (cmdline.includes(dir) || env.some((kv) => kv.includes(dir))) {
-      found.set(pid, cmdline.replaceAll("\0", " ").trim());
-    }
-  }
-  return found;
-}
-
-/** Mount points under `dir`. */
-export async function mountsUnder(dir: string): Promise<string[]> {
-  return (await readMountInfo()).map((m) => m.mountPoint).filter((p) =>
-    p === dir || p.startsWith(`${dir}/`)
-  );
-}
-
-/**
- * Last resort after a failed leak check: SIGKILL leftover processes and detach leftover mounts
- * (deepest first), so a failed run does not leave the machine dirty. The run still fails.
- */
-async function cleanUpLeftovers(dir: string, r: StepReporter): Promise<void> {
-  const procs = await processesUsing(dir);
-  for (const pid of procs.keys()) {
-    try {
-      Deno.kill(pid, "SIGKILL");
-    } catch { /* gone */ }
-  }
-  const mounts = (await mountsUnder(dir)).sort((a, b) => b.length - a.length);
-  for (const m of mounts) {
-    try {
-      unmount(m, { detach: true });
-    } catch { /* reported below */ }
-  }
-  if (procs.size || mounts.length) {
-    const left = (await mountsUnder(dir)).length;
-    r.report(
-      "Leftovers cleaned up",
-      "info",
-      `killed ${procs.size} process(es), detached ${
-        mounts.length - left
-      } of ${mounts.length} mount(s)`,
-    );
-  }
-}
+import { checkNoCrashes, checkNothingLeft, mountsUnder } from "./leftovers.ts";
+import { kubectlPath } from "../../_helpers.ts";
 
 function waitForAbort(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -149,16 +83,24 @@ export async function runSandbox(
     withoutController: config["without-controller"],
     realApiserver: config["real-apiserver"],
     realNode: config["real-node"],
+    timeoutMs: config.timeout,
   }, r);
   try {
     if (await env.start() && !signal.aborted) {
       r.line();
       r.line(`kubeconfig: ${dir}/kubeconfig`);
       r.line(`  export KUBECONFIG=${dir}/kubeconfig`);
+      const kubectl = kubectlPath();
+      r.line(
+        kubectl
+          ? `  alias kubectl=${kubectl}   # the kubectl scripts/setup.sh built (Kubernetes 1.32)`
+          : "  (no kubectl built yet: scripts/setup.sh builds one matching Kubernetes 1.32)",
+      );
       r.line(
         "  kubectl get nodes,pv,pvc,sc -A && kubectl get pods -A -o wide && kubectl get s3pa -A",
       );
       r.line("  kubectl get events -A --sort-by=.lastTimestamp");
+      if (!env.real && !env.realNode) r.line(`  kubectl logs -n ${env.namespace} sandbox-writer`);
       r.line(
         env.realNode?.node
           ? `logs: ${dir}/logs (image build, deploy), ${env.realNode.node.state}/logs (cluster), ${env.realNode.node.state}/pod-logs (containers)`
@@ -167,8 +109,7 @@ export async function runSandbox(
       r.line();
       await runScenario(env, r, {
         bucket: `sandbox-${env.runId}`,
-        mountTimeoutMs: config["mount-timeout"],
-        controllerTimeoutMs: config["controller-timeout"],
+        timeoutMs: config.timeout,
         keepWorkload: config.keep,
       });
       if (config.keep && !signal.aborted) {
@@ -181,29 +122,16 @@ export async function runSandbox(
     r.line();
     await env.drain();
     await env.stop();
-    await r.step("Nothing left mounted or running", async () => {
-      const mounts = await mountsUnder(dir);
-      const procs = await processesUsing(dir);
-      if (mounts.length || procs.size) {
-        throw new Error(
-          `${mounts.length} mount(s) [${mounts.join(", ")}], ${procs.size} process(es) [${
-            [...procs.entries()].map(([p, c]) => `${p}: ${c.slice(0, 80)}`).join("; ")
-          }]`,
-        );
-      }
-      return "";
-    });
-    await cleanUpLeftovers(dir, r);
+    await checkNoCrashes(r, env.crashes());
+    await checkNothingLeft(r, dir);
     logFile.close();
   }
-  const counts = r.counts();
-  const seconds = ((performance.now() - t0) / 1000).toFixed(1);
   r.line();
-  r.line(`${counts.ok} done, ${counts.pending} pending, ${counts.failed} failed in ${seconds} s`);
-  if (r.ok && !config.dir && !(await mountsUnder(dir)).length) {
+  const code = r.finish((performance.now() - t0) / 1000);
+  if (code === 0 && !config.dir && !(await mountsUnder(dir)).length) {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   } else {
-    r.line(`state kept in ${dir}`);
+    r.line(`state and logs kept in ${dir}`);
   }
-  return r.ok ? 0 : 1;
+  return code;
 }

@@ -36,7 +36,7 @@ import { pluginDir } from "../../../src/mppod/paths.ts";
 import { Provisioner } from "../csi_provisioner/provisioner.ts";
 import { errorMessage } from "../../../src/util/errors.ts";
 import { logger } from "../../../src/util/log.ts";
-import { ChildProcess, SupervisedProcess } from "./child_process.ts";
+import { ChildProcess, type Crash, SupervisedProcess } from "./child_process.ts";
 import { type RealTier, startRealTier } from "./kube_real.ts";
 import { RealNodeParts } from "./real_node_parts.ts";
 import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
@@ -85,7 +85,12 @@ export interface SandboxEnvOptions {
    * with `deno task deploy` instead of processes and emulators.
    */
   readonly realNode?: boolean;
+  /** Bound of every wait (CRD established, driver registration, controller ready, drain). */
+  readonly timeoutMs?: number;
 }
+
+/** Default bound of a sandbox wait. */
+export const DEFAULT_WAIT_MS = 120_000;
 
 /** Create `obj` unless it exists; true when created here. */
 async function ensure(c: KubeClient, r: Resource, obj: KubeObject): Promise<boolean> {
@@ -138,6 +143,21 @@ export class SandboxEnv {
     this.mpNamespace = options.realApiserver
       ? `mount-s3-${this.runId}`
       : DEFAULT_MOUNTPOINT_NAMESPACE;
+  }
+
+  /** Bound of every wait. */
+  get timeoutMs(): number {
+    return this.#o.timeoutMs ?? DEFAULT_WAIT_MS;
+  }
+
+  /**
+   * Every exit of a driver process nobody asked for so far: node plugin crashes (each followed by
+   * a restart, as kubelet restarts a DaemonSet container) and a controller that died.
+   */
+  crashes(): Crash[] {
+    const out = this.nodes.flatMap((n) => n.plugin.crashes);
+    if (this.controller?.crash) out.push(this.controller.crash);
+    return out;
   }
 
   /** Log directory. */
@@ -245,14 +265,14 @@ export class SandboxEnv {
         return got?.status?.conditions?.some((x) =>
           x.type === "Established" && x.status === "True"
         ) ?? false;
-      }, { timeoutMs: 20_000, intervalMs: 100 });
+      }, { timeoutMs: this.timeoutMs, intervalMs: 100 });
       if (this.real) {
         // The ServiceAccount admission rejects pods until KCM made the namespace's "default" SA.
         for (const ns of [this.mpNamespace, this.namespace]) {
           await waitFor(
             `ServiceAccount ${ns}/default`,
             async () => !!(await c.get(SERVICE_ACCOUNTS, "default", ns)),
-            { timeoutMs: 30_000, intervalMs: 100 },
+            { timeoutMs: this.timeoutMs, intervalMs: 100 },
           );
         }
       }
@@ -317,13 +337,18 @@ export class SandboxEnv {
           AWS_ACCESS_KEY_ID: e.AWS_ACCESS_KEY_ID,
           AWS_SECRET_ACCESS_KEY: e.AWS_SECRET_ACCESS_KEY,
         }, `${this.logDir}/controller.log`);
-        await new Promise((res) => setTimeout(res, 1500));
-        if (this.controller.exitCode !== undefined) {
-          throw new Error(
-            `exited with ${this.controller.exitCode} (log ${this.controller.logPath})`,
+        const proc = this.controller;
+        await waitFor("the controller to answer /readyz and serve its CSI socket", async () => {
+          if (proc.exitCode !== undefined) {
+            throw new Error(`the controller exited with ${proc.exitCode} (log ${proc.logPath})`);
+          }
+          const ready = await fetch(`http://${metrics}/readyz`).then(
+            async (res) => (await res.body?.cancel(), res.ok),
+            () => false,
           );
-        }
-        return `pid ${this.controller.pid}, CSI unix://${socket}, metrics http://${metrics}/metrics`;
+          return ready && (await Deno.stat(socket).then((s) => s.isSocket, () => false));
+        }, { timeoutMs: this.timeoutMs, intervalMs: 100 });
+        return `pid ${proc.pid}, CSI unix://${socket}, metrics http://${metrics}/metrics`;
       },
       (d) => d,
     );
@@ -341,7 +366,7 @@ export class SandboxEnv {
         throw new Error(`the controller exited with ${code} (log ${proc.logPath})`);
       });
       exited.catch(() => {}); // raced below only
-      await Promise.race([p.start(60_000), exited]);
+      await Promise.race([p.start(this.timeoutMs), exited]);
       this.provisioner = p;
       return "";
     });
@@ -418,7 +443,7 @@ export class SandboxEnv {
       await waitFor(
         `ServiceAccount ${this.namespace}/default`,
         async () => !!(await c.get(SERVICE_ACCOUNTS, "default", this.namespace)),
-        { timeoutMs: 30_000, intervalMs: 100 },
+        { timeoutMs: this.timeoutMs, intervalMs: 100 },
       );
       return this.namespace;
     }, (n) => n);
@@ -471,13 +496,15 @@ export class SandboxEnv {
     });
     const node = { name, root, socket, plugin, kubelet };
     this.nodes.push(node);
+    // `kubectl logs` through the API emulator reads this kubelet's container logs.
+    this.api?.podLogs.register(name, kubelet);
     await kubelet.start();
     await waitFor("driver registration (NodeGetInfo)", () => {
       if (plugin.exitCode !== undefined) {
         throw new Error(`node plugin exited with ${plugin.exitCode} (log ${plugin.logPath})`);
       }
       return kubelet.driverRegistered;
-    }, { timeoutMs: 30_000, intervalMs: 100 });
+    }, { timeoutMs: this.timeoutMs, intervalMs: 100 });
     if (this.real) await this.#untaintNode(name);
     return node;
   }
@@ -500,7 +527,7 @@ export class SandboxEnv {
         spec: { taints: kept },
       }).catch(() => undefined); // a conflict: retried
       return false;
-    }, { timeoutMs: 10_000, intervalMs: 100 });
+    }, { timeoutMs: this.timeoutMs, intervalMs: 100 });
   }
 
   /**
@@ -525,7 +552,7 @@ export class SandboxEnv {
         await waitFor(
           "the workload pods to go",
           async () => !(await c.list<Pod>(PODS, { namespace: ns })).items.length,
-          { timeoutMs: this.realNode ? 60_000 : 10_000, intervalMs: 100 },
+          { timeoutMs: this.timeoutMs, intervalMs: 100 },
         );
       }
       // Even with no workload left, Mountpoint Pods may still be releasing (needs-unmount →
@@ -534,7 +561,7 @@ export class SandboxEnv {
         await waitFor(
           "the Mountpoint Pods to go",
           async () => !(await c.list(PODS, { namespace: this.mpNamespace })).items.length,
-          { timeoutMs: 30_000, intervalMs: 100 },
+          { timeoutMs: this.timeoutMs, intervalMs: 100 },
         );
       }
       this.#r.report(title, "ok", `${workloads.length} pod(s)`, performance.now() - t0);

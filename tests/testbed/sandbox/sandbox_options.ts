@@ -43,10 +43,11 @@ export const SANDBOX_OPTIONS = {
     type: "string",
     description: "State directory (default: a new /tmp/s3csi-sandbox-*; removed on success)",
   },
-  "mount-timeout": {
+  timeout: {
     type: "duration",
-    default: 90_000,
-    description: "Longest wait for the workload to finish writing through the mount",
+    default: 120_000,
+    description:
+      "Longest wait of any step (binding, attachment, mount, the workload's run, deletion, release, start-up); a step that runs out fails the sandbox, naming what it waited for",
   },
   "real-apiserver": {
     type: "boolean",
@@ -63,11 +64,7 @@ export const SANDBOX_OPTIONS = {
   "without-controller": {
     type: "boolean",
     default: false,
-    description: "Do not start the controller (shows how missing parts are reported as pending)",
-  },
-  "controller-timeout": {
-    type: "duration",
-    default: 15_000,
-    description: "Longest wait for the controller to attach the workload",
+    description:
+      "Do not start the controller: the steps that need it fail after --timeout (shows that the sandbox fails closed)",
   },
 } as const satisfies OptionSpecs;

@@ -1,11 +1,11 @@
 /**
  * The sandbox's end-to-end scenario: a bucket, a static PV/PVC, a workload Pod that writes and reads
- * a file through the mount, the object checked in S3, then the workload deleted; then dynamic
- * provisioning: a StorageClass of the driver, a PVC (→ CreateVolume, a new bucket), a pod writing
- * through it, the object checked in S3, the PVC deleted (→ DeleteVolume, bucket gone). Steps whose
- * component has not landed yet are reported as pending — detected from what the running parts do
- * (an `Unimplemented` CSI error in the pod's FailedMount event, no attachment from the controller),
- * never hard-coded.
+ * a file through the mount, the object checked in S3, then the workload deleted and its Mountpoint
+ * Pod released; then dynamic provisioning: a StorageClass of the driver, a PVC (→ CreateVolume, a
+ * new bucket), a pod writing through it, the object checked in S3, the PVC deleted (→ DeleteVolume,
+ * bucket gone). Every wait is bounded by `--timeout` and, when it runs out, fails its step naming
+ * what it waited for and what was seen (the last FailedMount event, the controller's last warning).
+ * Nothing is "pending": a step completes or the sandbox fails.
  *
  * @module
  */
@@ -17,8 +17,8 @@ import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kubelet/k8
 import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../../../src/mppod/labels.ts";
 import { DRIVER_NAME } from "../../../src/util/version.ts";
 import type { SandboxEnv } from "./sandbox_env.ts";
-import { PendingError, SkippedError, type StepReporter } from "./step_reporter.ts";
-import { sleep } from "../../../src/util/sleep.ts";
+import { SkippedError, type StepReporter } from "./step_reporter.ts";
+import { TimeoutError } from "../../../src/util/errors.ts";
 import { waitFor } from "../../../src/util/wait_for.ts";
 
 /** Names used by the scenario (the PV and StorageClass get a run suffix on the real tier). */
@@ -37,15 +37,11 @@ export const SCENARIO = {
 /** Settings of {@link runScenario}. */
 export interface ScenarioOptions {
   readonly bucket: string;
-  /** Longest wait for the workload to finish. */
-  readonly mountTimeoutMs: number;
-  /** Longest wait for the controller's attachment. */
-  readonly controllerTimeoutMs: number;
+  /** Longest wait of each step. */
+  readonly timeoutMs: number;
   /** Leave the workload in place (`--keep`). */
   readonly keepWorkload: boolean;
 }
-
-/** Run the scenario; every outcome is reported through `r`. */
 
 /** A one-container workload that runs `script` with `$MESSAGE` set and the claim at `/data`. */
 function writerPod(
@@ -76,11 +72,69 @@ function writerPod(
   } as unknown as Pod;
 }
 
+/** Run the scenario; every outcome is reported through `r`. */
 export async function runScenario(
   env: SandboxEnv,
   r: StepReporter,
   o: ScenarioOptions,
 ): Promise<void> {
+  await staticVolume(env, r, o);
+  await dynamicProvisioning(env, r, o);
+}
+
+/**
+ * `waitFor` bounded by the scenario's `--timeout`; a timeout says what was waited for, plus what
+ * `context` finds out about why (the last FailedMount event, the controller's last warning, …).
+ */
+async function waitStep<T>(
+  what: string,
+  check: () => T | Promise<T>,
+  o: ScenarioOptions,
+  context?: () => Promise<string | undefined>,
+): Promise<Exclude<NonNullable<T>, false | "" | 0>> {
+  try {
+    return await waitFor(what, check, { timeoutMs: o.timeoutMs, intervalMs: 200 });
+  } catch (err) {
+    if (!(err instanceof TimeoutError)) throw err;
+    const why = await context?.().catch(() => undefined);
+    throw new Error(
+      `timed out after ${o.timeoutMs / 1000} s waiting for ${what}${why ? ` (${why})` : ""}`,
+    );
+  }
+}
+
+interface EventLike extends KubeObject {
+  reason?: string;
+  message?: string;
+  involvedObject?: { uid?: string };
+}
+
+/** The last event with `reason` about the object `uid`, as "reason: message". */
+async function lastEvent(
+  env: SandboxEnv,
+  uid: string,
+  reasons: readonly string[],
+): Promise<string | undefined> {
+  const events = await env.client!.list<EventLike>(EVENTS, { namespace: env.namespace });
+  const last = events.items.filter((e) =>
+    e.involvedObject?.uid === uid && reasons.includes(e.reason ?? "")
+  ).at(-1);
+  return last ? `last ${last.reason}: ${last.message}` : undefined;
+}
+
+/** Why a pod is not done yet: its phase and its last volume event. */
+async function podContext(env: SandboxEnv, name: string): Promise<string> {
+  const p = await env.client!.get<Pod>(PODS, name, env.namespace);
+  if (!p) return "the pod is gone";
+  const ev = await lastEvent(env, p.metadata.uid, ["FailedMount", "FailedScheduling"]);
+  return [`phase ${p.status?.phase ?? "none"}`, ev].filter(Boolean).join("; ");
+}
+
+/**
+ * The static volume, one step after the other: a step that does not complete fails and ends this
+ * part (what it would have needed is missing); the teardown still cleans up.
+ */
+async function staticVolume(env: SandboxEnv, r: StepReporter, o: ScenarioOptions): Promise<void> {
   const c = env.client!;
   const ns = env.namespace;
   const pvName = env.unique(SCENARIO.pv);
@@ -110,10 +164,10 @@ export async function runScenario(
     });
     // kube-controller-manager binds a claim naming a PV it has not seen yet only at its next
     // resync (15 s): let the PV become Available first.
-    await waitFor("the PV to be Available", async () => {
+    await waitStep(`PV ${pvName} to be Available`, async () => {
       const pv = await c.get<PersistentVolume>(PVS, pvName);
       return pv?.status?.phase === "Available";
-    }, { timeoutMs: 45_000, intervalMs: 200 });
+    }, o);
     await c.create(PVCS, {
       metadata: { name: SCENARIO.pvc, namespace: ns },
       spec: {
@@ -123,15 +177,15 @@ export async function runScenario(
         volumeName: pvName,
       },
     });
-    await waitFor("the PVC to be Bound", async () => {
+    await waitStep(`PVC ${ns}/${SCENARIO.pvc} to be Bound`, async () => {
       const pvc = await c.get<PersistentVolumeClaim>(PVCS, SCENARIO.pvc, ns);
       return pvc?.status?.phase === "Bound";
-    }, { timeoutMs: 45_000, intervalMs: 200 });
+    }, o);
     return `${SCENARIO.pvc} ⇄ ${pvName}`;
   }, (d) => d);
   if (!bound) return;
   const created = await r.step("Workload pod scheduled", async () => {
-    const pod = await c.create<Pod>(
+    await c.create<Pod>(
       PODS,
       writerPod(
         env,
@@ -144,120 +198,81 @@ export async function runScenario(
         content,
       ),
     );
-    for (let i = 0; i < 100; i++) {
-      const p = await c.get<Pod>(PODS, SCENARIO.pod, ns);
-      if (p?.spec.nodeName) return p;
-      await sleep(100);
-    }
-    throw new Error(`pod ${pod.metadata.name} not scheduled within 10 s`);
+    return await waitStep(
+      `pod ${ns}/${SCENARIO.pod} to be scheduled`,
+      async () => {
+        const p = await c.get<Pod>(PODS, SCENARIO.pod, ns);
+        return p?.spec.nodeName ? p : undefined;
+      },
+      o,
+      () => podContext(env, SCENARIO.pod),
+    );
   }, (p) => `${ns}/${p.metadata.name} on ${p.spec.nodeName}`);
   if (!created) return;
   const uid = created.metadata.uid;
 
-  const controller = (async () => {
-    const deadline = Date.now() + o.controllerTimeoutMs;
-    while (Date.now() < deadline) {
-      const list = await c.list<
-        & { spec?: { mountpointS3PodAttachments?: Record<string, { workloadPodUID: string }[]> } }
-        & KubeObject
-      >(S3PAS);
-      for (const s3pa of list.items) {
-        for (const [mp, ws] of Object.entries(s3pa.spec?.mountpointS3PodAttachments ?? {})) {
-          if (ws.some((w) => w.workloadPodUID === uid)) {
-            return `${s3pa.metadata?.name} → Mountpoint Pod ${mp}`;
+  const attached = await r.step("Controller: S3PA + Mountpoint Pod for the workload", async () => {
+    let mpName = "";
+    const s3pa = await waitStep(
+      `a MountpointS3PodAttachment naming pod ${ns}/${SCENARIO.pod} and its Mountpoint Pod`,
+      async () => {
+        const list = await c.list<
+          & { spec?: { mountpointS3PodAttachments?: Record<string, { workloadPodUID: string }[]> } }
+          & KubeObject
+        >(S3PAS);
+        for (const a of list.items) {
+          for (const [mp, ws] of Object.entries(a.spec?.mountpointS3PodAttachments ?? {})) {
+            if (!ws.some((w) => w.workloadPodUID === uid)) continue;
+            mpName = mp;
+            if (await c.get(PODS, mp, env.mpNamespace)) return a.metadata?.name;
           }
         }
-      }
-      await sleep(250);
-    }
-    const why = await lastProblem(env.controller?.logPath);
-    throw new PendingError(
-      5,
-      `no MountpointS3PodAttachment for the workload within ${o.controllerTimeoutMs / 1000} s${
-        why ? ` (controller: ${why})` : " (pod reconciler not there yet)"
-      }`,
+        return undefined;
+      },
+      o,
+      async () => {
+        if (!env.controller) return "no controller running: --without-controller";
+        const why = await lastProblem(env.controller.logPath);
+        return [
+          mpName ? `S3PA names Mountpoint Pod ${mpName}, which does not exist` : "",
+          why ? `controller: ${why}` : "",
+        ].filter(Boolean).join("; ") || undefined;
+      },
     );
-  })();
-  let mountWatch = true;
-  const mounted = (async () => {
-    const deadline = Date.now() + o.mountTimeoutMs;
-    while (Date.now() < deadline && mountWatch) {
-      const pod = await c.get<Pod>(PODS, SCENARIO.pod, ns);
-      const phase = pod?.status?.phase;
-      if (phase === "Succeeded") return pod!;
-      // With --keep the workload stays up (sleeping) after writing and reading.
-      if (
-        o.keepWorkload && phase === "Running" &&
-        (await env.readLog(pod!, "writer")).includes(content)
-      ) return pod!;
-      if (phase === "Failed") {
-        const log = await env.readLog(created, "writer");
-        throw new Error(`the workload failed: ${log.trim().split("\n").slice(-2).join(" | ")}`);
-      }
-      const events = await c.list<
-        { reason?: string; message?: string; involvedObject?: { uid?: string } } & KubeObject
-      >(EVENTS, { namespace: ns });
-      const failed = events.items.filter((e) =>
-        e.reason === "FailedMount" && e.involvedObject?.uid === uid
-      );
-      const unimplemented = failed.find((e) => /code = Unimplemented/.test(e.message ?? ""));
-      if (unimplemented) {
-        throw new PendingError(
-          6,
-          `the node plugin answers ${unimplemented.message?.replace(/^.* : /, "")}`,
-        );
-      }
-      await sleep(300);
-    }
-    const last = (await c.list<
-      { reason?: string; message?: string; involvedObject?: { uid?: string } } & KubeObject
-    >(EVENTS, { namespace: ns })).items
-      .filter((e) => e.reason === "FailedMount" && e.involvedObject?.uid === uid).at(-1);
-    throw new Error(
-      `the workload did not finish within ${o.mountTimeoutMs / 1000} s${
-        last ? ` (last FailedMount: ${last.message})` : ""
-      }`,
-    );
-  })();
-  mounted.catch(() => {}); // awaited below, possibly after a cut-off
-  const attached = await r.step(
-    "Controller: S3PA + Mountpoint Pod for the workload",
-    () => controller,
-    (d) => d,
-  );
+    return `${s3pa} → Mountpoint Pod ${mpName}`;
+  }, (d) => d);
+  if (!attached) return;
+
   const done = await r.step(
     "Volume published; workload wrote and read a file through the mount",
-    async () => {
-      try {
-        if (attached !== undefined) return await mounted;
-        // Without an attachment the node plugin cannot mount: a short grace, no more.
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const cut = new Promise<never>((_, reject) => {
-          timer = setTimeout(
-            () => reject(new Error("no mount 10 s after the controller step")),
-            10_000,
-          );
-        });
-        try {
-          return await Promise.race([mounted, cut]);
-        } finally {
-          clearTimeout(timer);
-          mountWatch = false;
-        }
-      } catch (err) {
-        if (!(err instanceof PendingError) && attached === undefined) {
-          throw new PendingError(
-            5,
-            `no mount without the controller (${err instanceof Error ? err.message : err})`,
-          );
-        }
-        throw err;
-      }
-    },
+    () =>
+      waitStep(
+        o.keepWorkload
+          ? `pod ${ns}/${SCENARIO.pod} to run and print what it wrote`
+          : `pod ${ns}/${SCENARIO.pod} to succeed`,
+        async () => {
+          const pod = await c.get<Pod>(PODS, SCENARIO.pod, ns);
+          const phase = pod?.status?.phase;
+          if (phase === "Succeeded") return pod;
+          // With --keep the workload stays up (sleeping) after writing and reading.
+          if (
+            o.keepWorkload && phase === "Running" &&
+            (await env.readLog(pod!, "writer")).includes(content)
+          ) return pod;
+          if (phase === "Failed") {
+            const log = await env.readLog(created, "writer");
+            throw new Error(`the workload failed: ${log.trim().split("\n").slice(-2).join(" | ")}`);
+          }
+          if (!pod) throw new Error("the workload pod is gone");
+          return undefined;
+        },
+        o,
+        () => podContext(env, SCENARIO.pod),
+      ),
     () => `read back "${content.slice(0, 32)}…"`,
   );
-  await r.step("Object landed in S3", async () => {
-    if (!done) throw new PendingError(6, "nothing was written through a mount");
+  if (!done) return;
+  const landed = await r.step("Object landed in S3", async () => {
     const log = await env.readLog(done, "writer");
     if (!log.includes(content)) throw new Error(`the workload printed ${JSON.stringify(log)}`);
     const obj = await env.s3Client!.send(
@@ -269,8 +284,9 @@ export async function runScenario(
     }
     return `s3://${o.bucket}/${SCENARIO.key}`;
   }, (d) => d);
-  if (env.nodes.length > 1 && done) {
-    await r.step(
+  if (!landed) return;
+  if (env.nodes.length > 1) {
+    const read = await r.step(
       "Second node: a reader pod on node-2 reads the file through its own mount",
       async () => {
         const reader = await c.create<Pod>(PODS, {
@@ -293,73 +309,75 @@ export async function runScenario(
             }],
           },
         } as unknown as Pod);
-        const deadline = Date.now() + o.mountTimeoutMs;
-        while (Date.now() < deadline) {
-          const p = await c.get<Pod>(PODS, SCENARIO.reader, ns);
-          if (p?.status?.phase === "Succeeded" || p?.status?.phase === "Failed") {
-            const log = await env.readLog(reader, "reader");
-            if (p.status.phase === "Failed" || log.trim() !== content) {
-              throw new Error(`the reader on ${p.spec.nodeName} printed ${JSON.stringify(log)}`);
-            }
-            await c.delete(PODS, SCENARIO.reader, ns);
-            return p.spec.nodeName ?? "";
-          }
-          await sleep(200);
+        const p = await waitStep(
+          `pod ${ns}/${SCENARIO.reader} to finish`,
+          async () => {
+            const p = await c.get<Pod>(PODS, SCENARIO.reader, ns);
+            const phase = p?.status?.phase;
+            return phase === "Succeeded" || phase === "Failed" ? p : undefined;
+          },
+          o,
+          () => podContext(env, SCENARIO.reader),
+        );
+        const log = await env.readLog(reader, "reader");
+        if (p.status?.phase === "Failed" || log.trim() !== content) {
+          throw new Error(`the reader on ${p.spec.nodeName} printed ${JSON.stringify(log)}`);
         }
-        throw new Error(`the reader did not finish within ${o.mountTimeoutMs / 1000} s`);
+        await c.delete(PODS, SCENARIO.reader, ns);
+        return p.spec.nodeName ?? "";
       },
       (node) => `read-only mount on ${node}, same content`,
     );
+    if (read === undefined) return;
   }
-  if (!o.keepWorkload) await deleteWorkload(env, r, { done: !!done, attached: !!attached });
-  await dynamicProvisioning(env, r, o);
+  if (!o.keepWorkload) await deleteWorkload(env, r, o);
 }
 
 /** The static workload's deletion and the Mountpoint Pod's release. */
-async function deleteWorkload(
-  env: SandboxEnv,
-  r: StepReporter,
-  { done, attached }: { done: boolean; attached: boolean },
-): Promise<void> {
+async function deleteWorkload(env: SandboxEnv, r: StepReporter, o: ScenarioOptions): Promise<void> {
   const c = env.client!;
   const ns = env.namespace;
-  await r.step(
+  const deleted = await r.step(
     "Workload deleted: containers stopped, NodeUnpublishVolume, pod removed",
     async () => {
       await c.delete(PODS, SCENARIO.pod, ns);
-      // Without a mount the pod waits for the in-flight publish: do not wait long for it.
-      const tries = !done && !attached ? 50 : 300;
-      for (let i = 0; i < tries; i++) {
-        if (!(await c.get(PODS, SCENARIO.pod, ns))) return "";
-        await sleep(100);
-      }
-      if (!done && !attached) {
-        throw new PendingError(
-          5,
-          "the pod is still Terminating after 5 s: kubelet unpublishes only after the in-flight NodePublishVolume returns, and the node plugin waits for a Mountpoint Pod",
-        );
-      }
-      throw new Error("the pod is still there after 30 s");
+      await c.delete(PODS, SCENARIO.reader, ns).catch(() => false);
+      await waitStep(
+        `pods ${ns}/${SCENARIO.pod} and ${SCENARIO.reader} to be gone`,
+        async () =>
+          !(await c.get(PODS, SCENARIO.pod, ns)) && !(await c.get(PODS, SCENARIO.reader, ns)),
+        o,
+      );
+      return "";
     },
   );
+  if (deleted === undefined) return;
   await r.step("Mountpoint Pod released (needs-unmount → Succeeded → deleted)", async () => {
-    if (!attached) throw new PendingError(5, "no Mountpoint Pod was created");
-    for (let i = 0; i < 300; i++) {
-      const mps = await c.list(PODS, {
-        namespace: env.mpNamespace,
-        labelSelector: `${LABEL_COMPONENT}=${COMPONENT_MOUNTPOINT_POD}`,
-      });
-      if (!mps.items.length) return "";
-      await sleep(100);
-    }
-    throw new Error("Mountpoint Pods remain after 30 s");
+    await waitStep(
+      `the Mountpoint Pods in ${env.mpNamespace} to be gone`,
+      async () =>
+        !(await c.list(PODS, {
+          namespace: env.mpNamespace,
+          labelSelector: `${LABEL_COMPONENT}=${COMPONENT_MOUNTPOINT_POD}`,
+        })).items.length,
+      o,
+      async () => {
+        const left = (await c.list<Pod>(PODS, {
+          namespace: env.mpNamespace,
+          labelSelector: `${LABEL_COMPONENT}=${COMPONENT_MOUNTPOINT_POD}`,
+        })).items;
+        return left.map((p) => `${p.metadata.name}: ${p.status?.phase ?? "?"}`).join(", ");
+      },
+    );
+    return "";
   });
 }
 
 /**
  * Dynamic provisioning: StorageClass (default bucket mode, `deletePolicy: delete-all`) → PVC →
  * CreateVolume (a new bucket) → PV bound → a pod writes through it → the object in S3 → pod and
- * PVC deleted → DeleteVolume → PV and bucket gone. Pending (issue #7) without a csi-provisioner.
+ * PVC deleted → DeleteVolume → PV and bucket gone. Skipped only on s3rver, which lacks bucket APIs
+ * CreateVolume uses (seen in the ProvisioningFailed event, not assumed).
  */
 async function dynamicProvisioning(
   env: SandboxEnv,
@@ -374,11 +392,10 @@ async function dynamicProvisioning(
     "Dynamic provisioning: StorageClass + PVC → CreateVolume, PV bound, new bucket",
     async () => {
       if (!env.provisions) {
-        throw new PendingError(
-          7,
+        throw new Error(
           env.controller
             ? "the csi-provisioner emulation did not start"
-            : "no controller, so no CSI Controller service to provision with",
+            : "no controller running (--without-controller), so no CSI Controller service to provision with",
         );
       }
       env.created.push({ resource: STORAGE_CLASSES, name: scName });
@@ -398,28 +415,30 @@ async function dynamicProvisioning(
           resources: { requests: { storage: "1Gi" } },
         },
       });
-      await waitFor("the PVC to be Bound", async () => {
-        const got = await c.get<PersistentVolumeClaim>(PVCS, SCENARIO.dynamicPvc, ns);
-        if (got?.status?.phase === "Bound") return true;
-        if (env.s3?.kind === "s3rver") {
-          // The fake lacks some bucket APIs CreateVolume uses: say so instead of timing out.
-          const failed = (await c.list<
-            { reason?: string; message?: string; involvedObject?: { uid?: string } } & KubeObject
-          >(EVENTS, { namespace: ns })).items.find((e) =>
-            e.reason === "ProvisioningFailed" && e.involvedObject?.uid === pvc.metadata.uid &&
-            /NotImplemented/.test(e.message ?? "")
-          );
-          if (failed) {
-            throw new SkippedError(
-              `s3rver does not implement what CreateVolume needs (${
-                failed.message?.replace(/^.*NotImplemented: /, "")
-              }); use RGW (root)`,
+      const bound = await waitStep(
+        `PVC ${ns}/${SCENARIO.dynamicPvc} to be Bound`,
+        async () => {
+          const got = await c.get<PersistentVolumeClaim>(PVCS, SCENARIO.dynamicPvc, ns);
+          if (got?.status?.phase === "Bound") return got;
+          if (env.s3?.kind === "s3rver") {
+            // The fake lacks some bucket APIs CreateVolume uses: say so instead of timing out.
+            const failed = (await c.list<EventLike>(EVENTS, { namespace: ns })).items.find((e) =>
+              e.reason === "ProvisioningFailed" && e.involvedObject?.uid === pvc.metadata.uid &&
+              /NotImplemented/.test(e.message ?? "")
             );
+            if (failed) {
+              throw new SkippedError(
+                `s3rver does not implement what CreateVolume needs (${
+                  failed.message?.replace(/^.*NotImplemented: /, "")
+                }); use RGW (root)`,
+              );
+            }
           }
-        }
-        return false;
-      }, { timeoutMs: 60_000, intervalMs: 200 });
-      const bound = (await c.get<PersistentVolumeClaim>(PVCS, SCENARIO.dynamicPvc, ns))!;
+          return undefined;
+        },
+        o,
+        () => lastEvent(env, pvc.metadata.uid ?? "", ["ProvisioningFailed", "Provisioning"]),
+      );
       const pvName = bound.spec.volumeName ?? `pvc-${pvc.metadata.uid}`;
       const pv = await c.get<PersistentVolume>(PVS, pvName);
       const bucket = pv?.spec.csi?.volumeAttributes?.bucketName;
@@ -445,20 +464,23 @@ async function dynamicProvisioning(
         content,
       ),
     );
-    let node = "";
-    await waitFor("the pod to succeed", async () => {
-      const p = await c.get<Pod>(PODS, SCENARIO.dynamicPod, ns);
-      if (p?.status?.phase === "Failed") {
-        const log = await env.readLog(pod, "writer");
-        throw new Error(`the pod failed: ${log.trim().split("\n").slice(-2).join(" | ")}`);
-      }
-      node = p?.spec.nodeName ?? "";
-      return p?.status?.phase === "Succeeded";
-    }, { timeoutMs: o.mountTimeoutMs, intervalMs: 200 });
-    return node;
+    const p = await waitStep(
+      `pod ${ns}/${SCENARIO.dynamicPod} to succeed`,
+      async () => {
+        const p = await c.get<Pod>(PODS, SCENARIO.dynamicPod, ns);
+        if (p?.status?.phase === "Failed") {
+          const log = await env.readLog(pod, "writer");
+          throw new Error(`the pod failed: ${log.trim().split("\n").slice(-2).join(" | ")}`);
+        }
+        return p?.status?.phase === "Succeeded" ? p : undefined;
+      },
+      o,
+      () => podContext(env, SCENARIO.dynamicPod),
+    );
+    return p.spec.nodeName ?? "";
   }, (node) => `on ${node}`);
-  await r.step("Dynamic volume: object landed in S3", async () => {
-    if (wrote === undefined) throw new Error("nothing was written");
+  if (wrote === undefined) return;
+  const landed = await r.step("Dynamic volume: object landed in S3", async () => {
     const obj = await env.s3Client!.send(
       new GetObjectCommand({ Bucket: provisioned.bucket, Key: SCENARIO.dynamicKey }),
     );
@@ -466,24 +488,26 @@ async function dynamicProvisioning(
     if (body !== content) throw new Error(`the object holds ${JSON.stringify(body)}`);
     return `s3://${provisioned.bucket}/${SCENARIO.dynamicKey}`;
   }, (d) => d);
+  if (landed === undefined) return;
   await r.step(
     "Dynamic volume: pod and PVC deleted → DeleteVolume, PV and bucket gone (delete-all)",
     async () => {
       await c.delete(PODS, SCENARIO.dynamicPod, ns).catch(() => false);
-      await waitFor(
-        "the pod to go",
+      await waitStep(
+        `pod ${ns}/${SCENARIO.dynamicPod} to be gone`,
         async () => !(await c.get(PODS, SCENARIO.dynamicPod, ns)),
-        { timeoutMs: 30_000, intervalMs: 200 },
+        o,
       );
       await c.delete(PVCS, SCENARIO.dynamicPvc, ns);
-      await waitFor("the PV to go", async () => !(await c.get(PVS, provisioned.pv)), {
-        timeoutMs: 60_000,
-        intervalMs: 200,
-      });
-      await waitFor(
-        `bucket ${provisioned.bucket} to go`,
+      await waitStep(
+        `PV ${provisioned.pv} to be gone`,
+        async () => !(await c.get(PVS, provisioned.pv)),
+        o,
+      );
+      await waitStep(
+        `bucket ${provisioned.bucket} to be gone`,
         async () => !(await env.bucketExists(provisioned.bucket)),
-        { timeoutMs: 10_000, intervalMs: 200 },
+        o,
       );
       return `${provisioned.pv}, ${provisioned.bucket}`;
     },

@@ -1,14 +1,16 @@
 /**
- * Step-by-step output of the sandbox: one line per step, `✓` done, `…` pending (a later issue),
- * `✗` failed, with durations. Written to stdout through `util/stdio.ts`; collected for the summary
- * and for tests.
+ * Step-by-step output of the sandbox: one line per step, `✓` done, `✗` failed, `○` skipped (this
+ * environment cannot do it, said why), `•` a note; with durations. A step either completes or
+ * fails — there is no "pending": a wait that runs out is a failure naming what it waited for. The
+ * reporter is independent of what runs the steps (emulated or real nodes), so every sandbox mode
+ * prints, counts and decides its exit code the same way ({@link StepReporter.exitCode}).
  *
  * @module
  */
 import { writeStdout } from "../../../src/util/stdio.ts";
 
 /** Outcome of a step. */
-export type StepOutcome = "ok" | "pending" | "failed" | "info";
+export type StepOutcome = "ok" | "failed" | "skipped" | "info";
 
 /** One reported step. */
 export interface StepRecord {
@@ -18,20 +20,12 @@ export interface StepRecord {
   readonly ms: number;
 }
 
-const MARKS: Record<StepOutcome, string> = { ok: "✓", pending: "…", failed: "✗", info: "•" };
-
-/** Thrown inside a step to report it as pending on a later issue instead of failed. */
-export class PendingError extends Error {
-  override name = "PendingError";
-  /** `issue` is the number of the issue that will make the step work. */
-  constructor(readonly issue: number, message: string) {
-    super(message);
-  }
-}
+const MARKS: Record<StepOutcome, string> = { ok: "✓", failed: "✗", skipped: "○", info: "•" };
 
 /**
- * Thrown inside a step to report it as skipped (`•`, not a failure): this environment cannot do
- * it (e.g. the `s3rver` fake lacks an S3 feature), which says nothing about the driver.
+ * Thrown inside a step to report it as skipped (`○`, not a failure): the environment the user
+ * chose cannot do it (e.g. the `s3rver` fake lacks an S3 feature), which says nothing about the
+ * driver. Never for a part of the driver that did not work.
  */
 export class SkippedError extends Error {
   /** `message` says why. */
@@ -56,17 +50,23 @@ export class StepReporter {
     this.#write(`${text}\n`);
   }
 
-  /** Record an outcome directly. */
+  /**
+   * Record an outcome directly. A multi-line `detail` (e.g. a crashed process's last log lines)
+   * is printed indented under the step.
+   */
   report(title: string, outcome: StepOutcome, detail = "", ms = 0): void {
     this.steps.push({ title, outcome, detail, ms });
     const time = ms ? ` (${(ms / 1000).toFixed(1)} s)` : "";
-    const tag = outcome === "pending" ? "pending " : "";
-    this.#write(`  ${MARKS[outcome]} ${tag}${title}${detail ? `: ${detail}` : ""}${time}\n`);
+    const tag = outcome === "skipped" ? "skipped " : "";
+    const [first, ...rest] = detail.split("\n");
+    const more = rest.map((l) => `\n      ${l}`).join("");
+    this.#write(`  ${MARKS[outcome]} ${tag}${title}${first ? `: ${first}` : ""}${time}${more}\n`);
   }
 
   /**
-   * Run a step: `✓` with the returned detail, `…` for a {@link PendingError}, `✗` for anything
-   * else. Resolves with the step's value, or undefined when it did not succeed.
+   * Run a step: `✓` with the returned detail, `○` for a {@link SkippedError}, `✗` for anything
+   * else (the error's message says what went wrong or what was waited for). Resolves with the
+   * step's value, or undefined when it did not complete.
    */
   async step<T>(
     title: string,
@@ -80,13 +80,10 @@ export class StepReporter {
       return v;
     } catch (err) {
       const ms = performance.now() - t0;
-      if (err instanceof PendingError) {
-        this.report(title, "pending", `(issue #${err.issue}) ${err.message}`, ms);
-      } else if (err instanceof SkippedError) {
-        this.report(title, "info", `skipped: ${err.message}`, ms);
-      } else {
-        this.report(title, "failed", err instanceof Error ? err.message : String(err), ms);
-      }
+      // The message as it is: a multi-line one (a crash's log tail) is printed indented.
+      const message = err instanceof Error ? err.message : String(err);
+      if (err instanceof SkippedError) this.report(title, "skipped", message, ms);
+      else this.report(title, "failed", message, ms);
       return undefined;
     }
   }
@@ -98,8 +95,30 @@ export class StepReporter {
 
   /** Counts by outcome. */
   counts(): Record<StepOutcome, number> {
-    const c: Record<StepOutcome, number> = { ok: 0, pending: 0, failed: 0, info: 0 };
+    const c: Record<StepOutcome, number> = { ok: 0, failed: 0, skipped: 0, info: 0 };
     for (const s of this.steps) c[s.outcome]++;
     return c;
+  }
+
+  /**
+   * Print the closing summary — `N done, N skipped, N failed in T s`, then every failed and
+   * skipped step again so the reason is the last thing on screen — and return the exit code: 0
+   * only when no step failed.
+   */
+  finish(seconds: number): number {
+    const c = this.counts();
+    this.line(`${c.ok} done, ${c.skipped} skipped, ${c.failed} failed in ${seconds.toFixed(1)} s`);
+    for (const s of this.steps.filter((x) => x.outcome === "failed" || x.outcome === "skipped")) {
+      const why = s.detail.split("\n")[0] ?? "";
+      this.line(
+        `  ${s.outcome === "failed" ? "FAILED" : "SKIPPED"}: ${s.title}${why ? `: ${why}` : ""}`,
+      );
+    }
+    return this.exitCode();
+  }
+
+  /** 0 when no step failed, else 1. */
+  exitCode(): number {
+    return this.ok ? 0 : 1;
   }
 }

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Build the test-tier Kubernetes control plane once into a cache outside the
 # repo: kube-apiserver and kube-controller-manager from k8s.io/kubernetes (the
-# Go module in tests/testbed/services/kube_real/go), plus etcd (built from
+# Go module in tests/testbed/services/kube_real/go), kubectl from k8s.io/kubectl
+# at the same release (the kubectl every test uses), plus etcd (built from
 # go.etcd.io/etcd/server/v3 at the version k8s.io/kubernetes pins, or Debian's
 # etcd-server). Skips work that is already done.
 #
 # Usage: tests/testbed/services/kube_real/build.sh [--node]
-#   --node  also build kube-scheduler, kubelet, kube-proxy and kubectl (the
-#           real-node tier, tests/testbed/services/real_node)
+#   --node  also build kube-scheduler, kubelet and kube-proxy (the real-node
+#           tier, tests/testbed/services/real_node)
 #   stdout (last line): KUBE_REAL_BIN=<dir holding kube-apiserver,
-#                       kube-controller-manager, etcd [, the --node binaries]>
+#                       kube-controller-manager, kubectl, etcd [, the --node binaries]>
 #   exit 0 ok | 1 build failed | 3 cannot work on this machine (skip)
 #
 # Env: KUBE_REAL_CACHE (default /var/cache/s3csi-kube-real)
@@ -45,8 +46,8 @@ fi
 if [ -n "$GO_PROBLEM" ]; then
   # Without Go, binaries already in the cache are still good enough.
   if [ -x "$KR_BIN/kube-apiserver" ] && [ -x "$KR_BIN/kube-controller-manager" ] && [ -x "$KR_BIN/etcd" ] &&
-    { [ "$NODE" -eq 0 ] || { [ -x "$KR_BIN/kubelet" ] && [ -x "$KR_BIN/kube-scheduler" ] &&
-      [ -x "$KR_BIN/kube-proxy" ] && [ -x "$KR_BIN/kubectl" ]; }; }; then
+    [ -x "$KR_BIN/kubectl" ] && { [ "$NODE" -eq 0 ] || { [ -x "$KR_BIN/kubelet" ] &&
+      [ -x "$KR_BIN/kube-scheduler" ] && [ -x "$KR_BIN/kube-proxy" ]; }; }; then
     kr_log "$GO_PROBLEM; using the cached binaries in $KR_BIN unchecked"
     echo "KUBE_REAL_BIN=$KR_BIN"
     exit 0
@@ -133,14 +134,14 @@ go_build() { # go_build OUTDIR PKG...
   kr_log "built $* in $(($(date +%s) - t0))s"
 }
 
-# ---- kube-apiserver + kube-controller-manager --------------------------------
+# ---- kube-apiserver + kube-controller-manager + kubectl ----------------------
 if [ -x "$KR_BIN/kube-apiserver" ] && [ -x "$KR_BIN/kube-controller-manager" ] &&
-  [ "$(cat "$VERDIR/stamp" 2>/dev/null || true)" = "$STAMP_WANT" ]; then
-  kr_log "kube-apiserver, kube-controller-manager $KR_KUBE_VERSION already built in $KR_BIN"
+  [ -x "$KR_BIN/kubectl" ] && [ "$(cat "$VERDIR/stamp" 2>/dev/null || true)" = "$STAMP_WANT" ]; then
+  kr_log "kube-apiserver, kube-controller-manager, kubectl $KR_KUBE_VERSION already built in $KR_BIN"
 else
   rm -f "$VERDIR/stamp"
-  go_fetch ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/etcd
-  go_build "$KR_BIN" ./cmd/kube-apiserver ./cmd/kube-controller-manager
+  go_fetch ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kubectl ./cmd/etcd
+  go_build "$KR_BIN" ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kubectl
   echo "$STAMP_WANT" >"$VERDIR/stamp"
 fi
 
@@ -224,8 +225,8 @@ auto)
 *) kr_die 1 "KUBE_REAL_ETCD must be auto, go, apt or an absolute path (got '$ETCD_MODE')" ;;
 esac
 
-# ---- kube-scheduler, kubelet, kube-proxy, kubectl (--node) ----------------------
-NODE_BINS=(kube-scheduler kubelet kube-proxy kubectl)
+# ---- kube-scheduler, kubelet, kube-proxy (--node) -------------------------------
+NODE_BINS=(kube-scheduler kubelet kube-proxy)
 if [ "$NODE" -eq 1 ]; then
   node_built=1
   for b in "${NODE_BINS[@]}"; do [ -x "$KR_BIN/$b" ] || node_built=0; done
@@ -239,7 +240,7 @@ if [ "$NODE" -eq 1 ]; then
   fi
 fi
 
-WANT_BINS=(kube-apiserver kube-controller-manager etcd)
+WANT_BINS=(kube-apiserver kube-controller-manager kubectl etcd)
 [ "$NODE" -eq 0 ] || WANT_BINS+=("${NODE_BINS[@]}")
 for b in "${WANT_BINS[@]}"; do
   [ -x "$KR_BIN/$b" ] || kr_die 1 "missing $KR_BIN/$b after build"
