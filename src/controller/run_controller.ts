@@ -305,6 +305,8 @@ async function runReconciler(
       podsByPhase,
     });
   }, 5_000);
+  // Started only now (caches synced): its first pass releases at once the workloads deleted before
+  // this leader's caches existed, which no informer event will ever report.
   const cleaner = new StaleCleaner({
     client,
     caches,

@@ -16,6 +16,7 @@ import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
 import { NO_METRICS } from "./metrics.ts";
 import { type ControllerCaches, Reconciler, registerIndexes } from "./reconciler.ts";
 import { StaleCleaner } from "./stale_cleaner.ts";
+import { waitFor } from "../util/wait_for.ts";
 
 const NS = "mount-s3";
 const THRESHOLD = 120_000;
@@ -222,6 +223,51 @@ Deno.test("stale cleaner: orphan Mountpoint Pods — running ones are asked to u
   // Writes: one patch (orphan-running) and two deletes — nothing for the already-asked one.
   assert.equal((h.client.writes.update ?? 0) - (writes.update ?? 0), 1);
   assert.equal((h.client.writes.delete ?? 0) - (writes.delete ?? 0), 2);
+});
+
+Deno.test("stale cleaner: releaseGone() removes entries of vanished workloads at once, whatever their age; live entries and orphan Mountpoint Pods stay", async () => {
+  await using h = await setup();
+  const created = Date.now();
+  const live = await h.workload("alive");
+  await h.mpPod("mp-a", "Running");
+  await h.mpPod("mp-b", "Running");
+  await h.mpPod("orphan", "Running");
+  await h.s3pa("a", {
+    "mp-a": [{ uid: live, ageMs: 0 }, { uid: "gone-just-now", ageMs: 0 }],
+  });
+  await h.s3pa("b", { "mp-b": [{ uid: "gone-1", ageMs: 0 }, { uid: "gone-2", ageMs: HOUR }] });
+  await h.s3pa("empty", {});
+  await h.settle();
+  // Long after: an orphan this old would be retired by a periodic pass, not by this one.
+  h.setNow(created + THRESHOLD * 2);
+  const report = await h.cleaner.releaseGone();
+  assert.deepEqual(report, { removedAttachments: 3, deletedEmpty: 1, orphanPods: 0 });
+  await h.settle();
+  const uids = h.s3paOf("a")!.spec.mountpointS3PodAttachments["mp-a"]!.map((x) => x.workloadPodUID);
+  assert.deepEqual(uids, [live]);
+  assert.equal(h.pod("mp-a")!.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT], undefined);
+  assert.equal(h.s3paOf("b"), undefined, "no workload left: attachment deleted");
+  assert.equal(h.pod("mp-b")!.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT], "true");
+  assert.equal(h.s3paOf("empty"), undefined);
+  assert.equal(h.pod("orphan")!.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT], undefined);
+});
+
+Deno.test("stale cleaner: run() releases vanished workloads at start, without waiting for the interval", async () => {
+  await using h = await setup(); // interval: one minute
+  await h.mpPod("mp-g", "Running");
+  await h.s3pa("g", { "mp-g": [{ uid: "deleted-while-down", ageMs: 0 }] });
+  await h.settle();
+  const ctl = new AbortController();
+  const running = h.cleaner.run(ctl.signal);
+  try {
+    await waitFor("the attachment released", () => h.s3paOf("g") === undefined, {
+      timeoutMs: 10_000,
+    });
+    assert.equal(h.pod("mp-g")!.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT], "true");
+  } finally {
+    ctl.abort();
+    await running;
+  }
 });
 
 Deno.test("stale cleaner: one failure does not stop the pass, and the next pass retries it", async () => {

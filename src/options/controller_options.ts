@@ -198,13 +198,15 @@ export const CONTROLLER_OPTIONS = {
     type: "duration",
     env: "STALE_CLEANUP_INTERVAL",
     default: 120_000,
-    description: "How often stale attachments are looked for",
+    description:
+      "How often stale attachments are looked for (and once when the controller starts leading)",
   },
   "stale-attachment-threshold": {
     type: "duration",
     env: "STALE_ATTACHMENT_THRESHOLD",
     default: 120_000,
-    description: "Age after which an attachment of a vanished workload is removed",
+    description:
+      "Age after which the periodic sweep removes an attachment of a vanished workload (the pass at start removes them whatever their age)",
   },
   "leader-elect": {
     type: "boolean",
