@@ -222,7 +222,7 @@ ensure_engine_toolchain() {
   if p="$(rust_package_candidate "$need")"; then
     apt_install "$p"
   else
-    log "WARNING: no Rust >= $need on PATH (found '${have:-none}') nor from apt (Debian 12 has it as cargo-web; Debian 13's cargo is 1.85): install a Rust >= $need toolchain, else the engine's tests are skipped (CI=true fails on that)"
+    log "WARNING: no Rust >= $need on PATH (found '${have:-none}') nor from apt (Debian 12 and 13 package it as cargo-web, which installs /usr/bin/cargo; their cargo is older): install a Rust >= $need toolchain, else the engine's tests are skipped (CI=true fails on that)"
   fi
 }
 
