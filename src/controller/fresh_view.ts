@@ -1,6 +1,6 @@
 /**
  * Read-your-writes on top of an informer cache (the "expectations" of controller-runtime, with an
- * expiry that upstream lacks — AWS issue #843).
+ * expiry that upstream lacks: `github.com/awslabs/mountpoint-s3-csi-driver` issue 843).
  *
  * After the controller writes an object it records the API server's answer here; reads return that
  * answer until the informer has caught up, so a second reconcile right after a create never creates

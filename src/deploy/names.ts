@@ -1,7 +1,8 @@
 /**
- * Object names and labels of the deployment. Workload names follow the seeds' debugging commands
- * (`deployment/s3-csi-controller`, `daemonset/s3-csi-node`); ServiceAccount names follow the
- * upstream chart (`upstream-drivers.md` §A.7).
+ * Object names and labels of the deployment. Workload and ServiceAccount names are those of the
+ * upstream Helm chart (`charts/scality-mountpoint-s3-csi-driver/` in
+ * `github.com/scality/mountpoint-s3-csi-driver`), so its debugging commands
+ * (`deployment/s3-csi-controller`, `daemonset/s3-csi-node`) work unchanged.
  *
  * @module
  */

@@ -23,7 +23,8 @@ export function renderNamespaces(v: DeployValues): Manifest[] {
       metadata: { name: v.namespace, labels: commonLabels(v) },
     });
   }
-  // Mountpoint Pods are built to pass the restricted Pod Security Standard (§A.9.5).
+  // Mountpoint Pods are built to pass the restricted Pod Security Standard, which the upstream
+  // chart enforces on this namespace too.
   out.push({
     apiVersion: "v1",
     kind: "Namespace",
@@ -50,7 +51,10 @@ export function renderCrd(v: DeployValues): Manifest {
   };
 }
 
-/** CSIDriver (csi-sidecars.md §4; kubelet-csi-contract.md §7). */
+/**
+ * CSIDriver: no attach, pod info on mount, persistent volumes only
+ * (https://kubernetes-csi.github.io/docs/csi-driver-object.html).
+ */
 export function renderCsiDriver(v: DeployValues): Manifest {
   return {
     apiVersion: "storage.k8s.io/v1",
@@ -66,7 +70,10 @@ export function renderCsiDriver(v: DeployValues): Manifest {
   };
 }
 
-/** PriorityClasses of Mountpoint Pods (upstream §A.9.5, Scality values). */
+/**
+ * PriorityClasses of Mountpoint Pods, with the values of the upstream chart's
+ * `templates/mount-s3-priority.yaml` (`github.com/scality/mountpoint-s3-csi-driver`).
+ */
 export function renderPriorityClasses(v: DeployValues): Manifest[] {
   const pc = (
     name: string,

@@ -1,6 +1,8 @@
 /**
  * The node DaemonSet `s3-csi-node`: the node plugin with the `csi-node-driver-registrar` and
- * `livenessprobe` sidecars (csi-sidecars.md §2, §3, §5.1; upstream §A.9.2).
+ * `livenessprobe` sidecars, laid out like the upstream chart's `templates/node.yaml`
+ * (`github.com/scality/mountpoint-s3-csi-driver`) and the sidecars' READMEs
+ * (`github.com/kubernetes-csi/node-driver-registrar`, `github.com/kubernetes-csi/livenessprobe`).
  *
  * Paths come from `src/mppod/paths.ts`, environment variable names from `NODE_OPTIONS`. The kubelet
  * root is mounted at the same path in the container with `Bidirectional` propagation: the plugin's

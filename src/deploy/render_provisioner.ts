@@ -1,7 +1,8 @@
 /**
  * The provisioning Deployment `s3-csi-provisioner` (ADR 0010): the `csi-provisioner` sidecar and
- * the driver's CSI Controller service (`s3-csi-controller --reconciler=false`) talking over a
- * unix socket in a shared emptyDir (csi-sidecars.md §1, §5.1).
+ * the driver's CSI Controller service (`s3-csi-controller --reconciler=false`) talking over a unix
+ * socket in a shared emptyDir, as the sidecar's own example deployment does
+ * (`deploy/kubernetes/deployment.yaml` in `github.com/kubernetes-csi/external-provisioner`).
  *
  * It has its own ServiceAccount, and only the sidecar sees its token: the pod does not automount
  * one, and the sidecar alone mounts a projected token volume shaped like the automounted one

@@ -7,8 +7,9 @@
  *
  * The node and controller tables are checked against the calls their code makes
  * (`tests/deploy/rbac_test.ts` scans each binary's reachable source); the csi-provisioner table is
- * the documented minimum for a topology-less, attach-less, snapshot-less driver
- * (`csi-sidecars.md` §1.11, §5.1).
+ * the sidecar's own RBAC (`deploy/kubernetes/rbac.yaml` in
+ * `github.com/kubernetes-csi/external-provisioner`) trimmed to what a driver without topology,
+ * attach, snapshots or capacity tracking uses.
  *
  * @module
  */
@@ -135,7 +136,10 @@ export const CONTROLLER_PERMISSIONS: readonly Permission[] = [
   },
 ];
 
-/** csi-provisioner v5.3 (csi-sidecars.md §1.11): PV lifecycle, PVC binding, events, leader Lease. */
+/**
+ * csi-provisioner v5.3 (its `deploy/kubernetes/rbac.yaml`, trimmed as above): PV lifecycle, PVC
+ * binding, events, leader Lease.
+ */
 export const PROVISIONER_PERMISSIONS: readonly Permission[] = [
   {
     group: "",

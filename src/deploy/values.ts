@@ -4,8 +4,9 @@
  * YAML/JSON file (`--values`) and `--set path=value` flags (see `values_load.ts`), and everything
  * is checked by `values_validate.ts` before anything is rendered or applied.
  *
- * Names follow the upstream Helm chart where one exists (`upstream-drivers.md` §A.7) so users can
- * carry their settings over.
+ * Names follow the upstream Helm chart where one exists (`values.yaml` of
+ * `charts/scality-mountpoint-s3-csi-driver/` in `github.com/scality/mountpoint-s3-csi-driver`) so
+ * users can carry their settings over.
  *
  * @module
  */
@@ -49,7 +50,7 @@ export interface ImageValues {
   controller: string;
   /** Mountpoint Pod image; "" derives it from registry and tag. */
   mounter: string;
-  /** Sidecars (csi-sidecars.md §5). */
+  /** Sidecars (images and resources of the kubernetes-csi sidecar containers). */
   nodeDriverRegistrar: string;
   /** livenessprobe sidecar image. */
   livenessProbe: string;
@@ -80,7 +81,7 @@ export interface DeployValues {
     secretAccessKey: string;
     sessionToken: string;
   };
-  /** CSIDriver object fields (csi-sidecars.md §4). */
+  /** CSIDriver object fields (https://kubernetes-csi.github.io/docs/csi-driver-object.html). */
   csiDriver: {
     /** `File`: the node plugin advertises VOLUME_MOUNT_GROUP, so kubelet never chowns itself. */
     fsGroupPolicy: "File" | "None" | "ReadWriteOnceWithFSType";

@@ -299,7 +299,10 @@ export class Publisher {
     return (await this.#o.health.check(path, mount.majorMinor, signal)).ok;
   }
 
-  /** Step 3a: the API caches must have been filled once (they are not after a start without API). */
+  /**
+   * Step 3 begins here: the API caches must have been filled once (after a start without API
+   * they are not).
+   */
   async #waitForApi(timeoutMs: number, signal: AbortSignal): Promise<void> {
     if (this.#o.pods.synced) return;
     try {

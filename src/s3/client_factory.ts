@@ -1,7 +1,8 @@
 /**
  * S3 client settings shared by every S3 call of the controller: endpoint, path style, custom CA
  * bundle, proxy, timeouts, and checksum mode `WHEN_REQUIRED` (S3-compatible servers such as Ceph
- * RGW 16 reject the SDK's default streaming checksums, `s3-test-server.md` §5).
+ * RGW 16 answer 411 to the SDK's default aws-chunked uploads with streaming checksums; see
+ * `tests/testbed/services/s3/README.md`).
  *
  * Requests go through Deno's `fetch` with a dedicated `Deno.HttpClient`, which carries the CA
  * bundle and the proxy; nothing depends on process-wide `HTTPS_PROXY` or `AWS_CA_BUNDLE`.

@@ -3,7 +3,7 @@
  * first use ({@link libc}), so importing this module (or anything under `sys/`) needs no
  * permission; calling into it needs `--allow-ffi` (in practice the binaries run with `-A`).
  *
- * Rules for callers, from the feasibility study:
+ * Rules for callers (measured on Deno 2.9 before ADR 0003; `tests/sys/` exercises them):
  * - Every call except `poll` is synchronous and must never block: sockets are nonblocking and
  *   waiting happens in `poll`, declared `nonblocking: true` (it runs on Deno's blocking pool).
  * - errno is thread-local. Read it with {@link check} right after a synchronous call, on the JS

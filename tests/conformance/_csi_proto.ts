@@ -1,10 +1,10 @@
 /**
  * The CSI proto as the conformance tier reads it: `@grpc/proto-loader` on `proto/csi/v1/csi.proto`
  * itself. The tier uses none of the driver's gRPC server code (`src/csi/proto.ts`,
- * `src/csi/server.ts`, the generated descriptor and method tables), which is being rewritten
- * (issue 15): the proxy relays and decodes calls from the proto text, so it keeps working across
- * that rewrite and checks the driver against the proto rather than against the driver's own view
- * of it. `imports_test.ts` keeps it that way.
+ * `src/csi/server.ts`, the generated descriptor and method tables): the proxy relays and decodes
+ * calls from the proto text, so it checks the driver against the proto rather than against the
+ * driver's own view of it (and kept working when the server was replaced, ADR 0008).
+ * `imports_test.ts` keeps it that way.
  *
  * @module
  */

@@ -1,8 +1,9 @@
 /**
- * The tier does not import the driver's gRPC server code, which is being rewritten (issue 15):
- * no `src/csi/proto.ts`, `src/csi/server.ts` or generated descriptor, and only types (no method
- * tables) from the generated `src/csi/gen/csi_types.ts`. Requests are decoded from the proto file
- * with `@grpc/proto-loader` (`_csi_proto.ts`).
+ * The tier does not import the driver's gRPC server code, so it checks the driver against the proto
+ * rather than against the driver's own view of it: no `src/csi/proto.ts`, `src/csi/server.ts` or
+ * generated descriptor, and only types (no method tables) from the generated
+ * `src/csi/gen/csi_types.ts`. Requests are decoded from the proto file with `@grpc/proto-loader`
+ * (`_csi_proto.ts`).
  */
 import assert from "node:assert/strict";
 import { dirname, join, relative } from "node:path";

@@ -4,8 +4,10 @@
  * For the node plugin and the controller the reference is their code: `_api_calls.ts` scans the
  * files each binary reaches from its entrypoint for `client.<verb>(RESOURCE…)` and `new
  * Informer(client, RESOURCE)`. For the csi-provisioner sidecar (not our code) the reference is the
- * documented minimum in csi-sidecars.md §1.11. Placement is checked too: Mountpoint Pods are
- * written only through a Role in the Mountpoint namespace, Leases only in the driver namespace.
+ * sidecar's own `deploy/kubernetes/rbac.yaml` (`github.com/kubernetes-csi/external-provisioner`)
+ * trimmed to a driver without topology, attach, snapshots or capacity tracking. Placement is
+ * checked too: Mountpoint Pods are written only through a Role in the Mountpoint namespace, Leases
+ * only in the driver namespace.
  *
  * @module
  */
@@ -111,7 +113,7 @@ Deno.test("rbac: the mounter makes no API calls (Mountpoint Pods need no RBAC)",
   assert.deepEqual(scan.unresolved, []);
 });
 
-Deno.test("rbac: csi-provisioner gets the documented minimum (csi-sidecars.md §1.11)", () => {
+Deno.test("rbac: csi-provisioner gets the minimum of its upstream RBAC for this driver", () => {
   assert.deepEqual(
     granted("provisioner"),
     new Map([

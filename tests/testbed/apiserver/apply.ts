@@ -1,5 +1,6 @@
 /**
- * Server-side apply and `metadata.managedFields` bookkeeping (reference §3.6), in the
+ * Server-side apply and `metadata.managedFields` bookkeeping
+ * (https://kubernetes.io/docs/reference/using-api/server-side-apply/), in the
  * "minimum viable" form:
  *
  * 1. Compute the applied field set (list-maps by merge key, other lists atomic).

@@ -1,7 +1,7 @@
 /**
  * CustomResourceDefinition helpers: the status a CRD gets once established (the emulator
- * establishes synchronously, reference §6.1) and list-map keys from a CRD schema for
- * server-side apply.
+ * establishes synchronously; a real server sets `Established` shortly after the create) and
+ * list-map keys from a CRD schema for server-side apply.
  *
  * @module
  */

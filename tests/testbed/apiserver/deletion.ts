@@ -1,6 +1,7 @@
 /**
- * DELETE semantics (reference §3.9): preconditions, propagation policies (as finalizers the
- * garbage collector completes), pod graceful deletion, namespace termination and CRD cleanup.
+ * DELETE semantics (https://kubernetes.io/docs/concepts/architecture/garbage-collection/):
+ * preconditions, propagation policies (as finalizers the garbage collector completes), pod graceful
+ * deletion, namespace termination and CRD cleanup.
  *
  * 1. Check `preconditions` (uid, resourceVersion) → 409.
  * 2. Add `foregroundDeletion` / `orphan` / CRD cleanup finalizers as the policy requires.

@@ -1,7 +1,8 @@
 /**
  * API discovery documents built from the {@link ResourceRegistry}: legacy (`APIVersions`,
- * `APIGroupList`, `APIGroup`, `APIResourceList`) and aggregated v2 (`APIGroupDiscoveryList`),
- * which kubectl 1.32 asks for first (reference §1).
+ * `APIGroupList`, `APIGroup`, `APIResourceList`) and aggregated v2 (`APIGroupDiscoveryList`), which
+ * kubectl 1.32 asks for first ("Discovery API" in
+ * https://kubernetes.io/docs/concepts/overview/kubernetes-api/).
  *
  * @module
  */

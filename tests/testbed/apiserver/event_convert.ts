@@ -1,6 +1,6 @@
 /**
- * core/v1 and events.k8s.io/v1 Events share one storage (reference §7.2). Objects are stored in
- * the core/v1 shape and converted when read or written through events.k8s.io/v1.
+ * core/v1 and events.k8s.io/v1 Events share one storage, as on a real API server. Objects are
+ * stored in the core/v1 shape and converted when read or written through events.k8s.io/v1.
  *
  * @module
  */

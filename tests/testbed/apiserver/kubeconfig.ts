@@ -1,5 +1,5 @@
 /**
- * The kubeconfig written for clients of the emulator (reference §8): one cluster with
+ * The kubeconfig written for clients of the emulator: one cluster with
  * `insecure-skip-tls-verify: true`, a bearer token user and a context with namespace `default`.
  * It works for kubectl (https + token) and client-node (which also needs the skip-verify flag on
  * plain http).

@@ -1,6 +1,7 @@
 /**
- * LIST semantics (reference §2.1–2.3): selectors, `resourceVersion` / `resourceVersionMatch`,
- * `limit` / `continue` paging with opaque tokens, and the real server's error answers.
+ * LIST semantics (https://kubernetes.io/docs/reference/using-api/api-concepts/): selectors,
+ * `resourceVersion` / `resourceVersionMatch`, `limit` / `continue` paging with opaque tokens, and
+ * the real server's error answers.
  *
  * @module
  */

@@ -1,8 +1,9 @@
 /**
- * Minimal OpenAPI v3 (reference §1.6): an index of group-versions plus, per group-version, one
- * PATCH operation per kind that declares the `fieldValidation` query parameter. That is what
- * `kubectl apply`/`create -f` need to skip client-side validation and send
- * `fieldValidation=Strict`. There are no schemas, so `kubectl explain` does not work.
+ * Minimal OpenAPI v3 (https://kubernetes.io/docs/concepts/overview/kubernetes-api/): an index of
+ * group-versions plus, per group-version, one PATCH operation per kind that declares the
+ * `fieldValidation` query parameter. That is what `kubectl apply`/`create -f` need to skip
+ * client-side validation and send `fieldValidation=Strict`. There are no schemas, so
+ * `kubectl explain` does not work.
  *
  * @module
  */

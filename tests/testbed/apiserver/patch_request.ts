@@ -1,6 +1,8 @@
 /**
- * PATCH handling (reference §3.4–3.6): decode the body by Content-Type, apply it to the live
- * object, and commit through {@link Cluster.commit}. Server-side apply may create the object.
+ * PATCH handling (JSON, merge, strategic merge and apply patches;
+ * https://kubernetes.io/docs/reference/using-api/api-concepts/): decode the body by Content-Type,
+ * apply it to the live object, and commit through {@link Cluster.commit}. Server-side apply may
+ * create the object.
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
  * Minimal decoder for the protobuf bodies that kubectl's typed generators send
- * (`kubectl create namespace|configmap|secret|serviceaccount`, reference §0 finding 6): the
+ * (`kubectl create namespace|configmap|secret|serviceaccount`, as observed with kubectl 1.32): the
  * `k8s\0` magic, the `runtime.Unknown` envelope, `ObjectMeta` (name, generateName, namespace,
  * labels, annotations, finalizers) and the few kind-specific fields of those four kinds.
  * Other kinds are a 415, as documented in `docs/apiserver.md`. Responses stay JSON, which

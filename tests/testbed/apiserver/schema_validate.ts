@@ -1,9 +1,11 @@
 /**
- * Validation, pruning and defaulting of custom resources against their CRD's structural
- * OpenAPI v3 schema (reference §6.2). Supported keywords: `type`, `properties`, `required`,
- * `additionalProperties`, `items`, `enum`, `pattern`, `minLength`, `maxLength`, `minimum`,
- * `maximum`, `minItems`, `maxItems`, `format: date-time`, `nullable`, `default` and
- * `x-kubernetes-preserve-unknown-fields`. `metadata` is never pruned.
+ * Validation, pruning and defaulting of custom resources against their CRD's structural OpenAPI v3
+ * schema, as described in
+ * https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/
+ * Supported keywords: `type`, `properties`, `required`, `additionalProperties`, `items`, `enum`,
+ * `pattern`, `minLength`, `maxLength`, `minimum`, `maximum`, `minItems`, `maxItems`,
+ * `format: date-time`, `nullable`, `default` and `x-kubernetes-preserve-unknown-fields`.
+ * `metadata` is never pruned.
  *
  * @module
  */
@@ -168,7 +170,7 @@ class Walker {
 
 /**
  * Validate `obj` against `schema`; prune unknown fields and apply defaults.
- * `status` is pruned when the schema does not declare it (reference §6.2).
+ * `status` is pruned when the schema does not declare it, as a real API server prunes it.
  */
 export function validateCustomResource(obj: JsonObject, schema: Schema | undefined): SchemaResult {
   if (!schema) return { value: clone(obj), causes: [], unknownFields: [] };

@@ -1,7 +1,8 @@
 /**
  * Label and field selectors, parsed from the `labelSelector` / `fieldSelector` query parameters
- * with the real server's grammar and semantics (reference §4). Parse errors are {@link ApiError}
- * 400s.
+ * with the real server's grammar and semantics
+ * (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/ and `field-selectors/`
+ * beside it). Parse errors are {@link ApiError} 400s.
  *
  * @module
  */

@@ -1,7 +1,8 @@
 /**
  * Kubernetes `Status` error bodies. Every failure inside the emulator is an {@link ApiError}; the
  * router turns it into `{"kind":"Status",…,"code":N}` with the same HTTP status, which is what
- * kubectl and client-node parse (reference §5).
+ * kubectl and client-node parse ("Response Status Kind" in the Kubernetes API conventions,
+ * `contributors/devel/sig-architecture/api-conventions.md` in `github.com/kubernetes/community`).
  *
  * @module
  */

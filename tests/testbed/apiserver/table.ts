@@ -1,5 +1,6 @@
 /**
- * `meta.k8s.io/v1` Table output for `kubectl get` (reference §6.3): server-side printer columns for
+ * `meta.k8s.io/v1` Table output for `kubectl get` ("Receiving resources as Tables" in
+ * https://kubernetes.io/docs/reference/using-api/api-concepts/): server-side printer columns for
  * the built-ins kubectl users look at, CRD `additionalPrinterColumns`, and `Name`/`Age` otherwise.
  * Rows carry the object as PartialObjectMetadata so `--show-labels`, `-L` and `-A` work, or the
  * whole object with `includeObject=Object` (what kubectl asks for with `--sort-by`).

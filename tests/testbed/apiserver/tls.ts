@@ -1,7 +1,7 @@
 /**
  * Self-signed serving certificate for the emulator, generated at start with `openssl` (an EC P-256
  * key, valid for `localhost`, `127.0.0.1` and the listen host). kubectl only sends credentials
- * over https (reference §8), so the emulator serves TLS by default.
+ * over https, so the emulator serves TLS by default.
  *
  * @module
  */

@@ -1,5 +1,7 @@
 /**
- * WATCH responses (reference §2.4–2.6): one JSON object per line, flushed per event.
+ * WATCH responses ("Efficient detection of changes" in
+ * https://kubernetes.io/docs/reference/using-api/api-concepts/): one JSON object per line, flushed
+ * per event.
  *
  * 1. Start point: no/`0` resourceVersion → synthetic ADDED for current objects; `N` → replay of
  *    history after N, or a single `ERROR` 410 event and close when N is too old.

@@ -1,6 +1,6 @@
 /**
  * A minimal PV controller (kube-controller-manager's `persistentvolume` controller) for static
- * volumes, per `kubelet-csi-contract.md` §6:
+ * volumes, after `pkg/controller/volume/persistentvolume/pv_controller.go` of `k8s.io/kubernetes`:
  *
  * - a PV without `claimRef` becomes `Available`;
  * - a PVC naming a PV, or matching the smallest Available PV (capacity, access modes, class, volume

@@ -1,9 +1,10 @@
 /**
- * What `csi-provisioner` (external-provisioner v5/v6) builds, as pure functions
- * (`csi-sidecars.md` §1.4–1.6): the CreateVolume request from a PVC and its StorageClass (parameters
- * stripped of the sidecar's `csi.storage.k8s.io/*` keys, one capability per access mode, secret
- * references with `${pv.name}`/`${pvc.name}`/`${pvc.namespace}`/`${pvc.annotations['k']}`
- * templates) and the PersistentVolume it creates from the response.
+ * What `csi-provisioner` (external-provisioner v5/v6) builds, as pure functions (`Provision` in its
+ * `pkg/controller/controller.go`): the CreateVolume request from a PVC and its StorageClass
+ * (parameters stripped of the sidecar's `csi.storage.k8s.io/*` keys, one capability per access
+ * mode, secret references with
+ * `${pv.name}`/`${pvc.name}`/`${pvc.namespace}`/`${pvc.annotations['k']}` templates) and the
+ * PersistentVolume it creates from the response.
  *
  * @module
  */
@@ -197,7 +198,7 @@ export function createVolumeRequest(
   };
 }
 
-/** The PV for a created volume (`csi-sidecars.md` §1.6). */
+/** The PV for a created volume, as the sidecar builds it after CreateVolume. */
 export function persistentVolume(
   pvc: PersistentVolumeClaim,
   sc: StorageClass,

@@ -1,7 +1,8 @@
 /**
  * {@link Provisioner}: an emulation of `csi-provisioner` for the sandbox and tests
- * (`csi-sidecars.md` §1.12). It talks to the driver's Controller socket like the sidecar (Probe,
- * GetPluginInfo, capabilities), watches PVCs, PVs and StorageClasses, and:
+ * (`github.com/kubernetes-csi/external-provisioner`, v5). It talks to the driver's Controller
+ * socket like the sidecar (Probe, GetPluginInfo, capabilities), watches PVCs, PVs and
+ * StorageClasses, and:
  *
  * - provisions PVCs whose class names our driver (setting `volume.kubernetes.io/storage-provisioner`
  *   itself, which kube-controller-manager does in a real cluster; WaitForFirstConsumer waits for

@@ -1,9 +1,10 @@
 /**
- * The delete half of the csi-provisioner emulation (`csi-sidecars.md` §1.8–1.9): for a PV this
- * driver owns that is `Released` with reclaim policy `Delete`, call DeleteVolume with the deletion
- * secret named in the PV's annotations (if that Secret cannot be read, the call goes without
- * secrets, as the sidecar does), then delete the PV and drop the provisioner's finalizer. A failed
- * DeleteVolume becomes a `VolumeFailedDelete` event and a retry. `Retain` PVs lose the finalizer.
+ * The delete half of the csi-provisioner emulation (`Delete` in the sidecar's
+ * `pkg/controller/controller.go`): for a PV this driver owns that is `Released` with reclaim policy
+ * `Delete`, call DeleteVolume with the deletion secret named in the PV's annotations (if that
+ * Secret cannot be read, the call goes without secrets, as the sidecar does), then delete the PV
+ * and drop the provisioner's finalizer. A failed DeleteVolume becomes a `VolumeFailedDelete` event
+ * and a retry. `Retain` PVs lose the finalizer.
  *
  * @module
  */

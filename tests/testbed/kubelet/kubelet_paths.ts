@@ -1,6 +1,7 @@
 /**
  * The kubelet's on-disk layout for pods and CSI volumes (Kubernetes v1.32), and the content of the
- * `vol_data.json` files it writes. See `kubelet-csi-contract.md` §1.3–§1.4.
+ * `vol_data.json` files it writes (`pkg/volume/csi/csi_mounter.go`, `csi_attacher.go` and
+ * `csi_util.go` of `k8s.io/kubernetes`).
  *
  * @module
  */

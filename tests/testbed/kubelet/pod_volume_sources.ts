@@ -1,8 +1,9 @@
 /**
  * The volume sources of a pod as kubelet resolves them before any CSI call: which volumes are
  * referenced, emptyDir directories, and the desired-state populator's PVC → PV checks
- * (`kubelet-csi-contract.md` §1.1), plus `removeMountDir`. The texts of the errors are the event
- * messages kubelet emits.
+ * (`pkg/kubelet/volumemanager/populator/desired_state_of_world_populator.go` of
+ * `k8s.io/kubernetes`), plus `removeMountDir`. The texts of the errors are the event messages
+ * kubelet emits.
  *
  * @module
  */

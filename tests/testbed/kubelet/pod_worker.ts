@@ -1,5 +1,6 @@
 /**
- * One pod's life on an emulated node, in kubelet v1.32 order (`kubelet-csi-contract.md` §1.7, §5):
+ * One pod's life on an emulated node, in kubelet v1.32 order (`pkg/kubelet/pod_workers.go` and
+ * `SyncPod`/`SyncTerminatingPod` in `pkg/kubelet/kubelet.go` of `k8s.io/kubernetes`):
  *
  * 1. pod dirs, status Pending with containers `ContainerCreating`;
  * 2. volumes (retried with `FailedMount` events; no container starts before all are ready);
@@ -291,7 +292,7 @@ export class PodWorker {
     });
   }
 
-  /** Termination (§5.2): kill, terminal status, unpublish, final status, DELETE, dirs. */
+  /** Termination (step 5 above): kill, terminal status, unpublish, final status, DELETE, dirs. */
   /** StopContainer for every running container: SIGTERM, SIGKILL after the grace period. */
   async #killContainers(): Promise<void> {
     const grace = Math.max(

@@ -1,6 +1,7 @@
 /**
  * The NodePublishVolume request kubelet v1.32 builds for a PVC-backed CSI volume, field by field
- * (`kubelet-csi-contract.md` §1.3). Pure: the caller fetches the objects and capabilities.
+ * (`SetUpAt` in `pkg/volume/csi/csi_mounter.go` of `k8s.io/kubernetes`). Pure: the caller fetches
+ * the objects and capabilities.
  *
  * @module
  */

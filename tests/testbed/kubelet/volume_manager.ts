@@ -2,7 +2,8 @@
  * The kubelet volume manager, reduced to the volumes our pods use: emptyDir and PVC-backed CSI
  * volumes of one driver (no NodeStage). It reproduces kubelet v1.32's order of checks, directories,
  * `vol_data.json` files, RPCs, error classification, retries and `FailedMount` events
- * (`kubelet-csi-contract.md` §1, §2 and §8).
+ * (`pkg/kubelet/volumemanager/` and the CSI volume plugin `pkg/volume/csi/` of
+ * `k8s.io/kubernetes`).
  *
  * Deviation: directories on the way to a volume are made traversable by everyone (`o+x`), because
  * emulated containers reach their volumes by host path instead of through bind mounts.

@@ -352,7 +352,9 @@ export class SandboxEnv {
       },
       (d) => d,
     );
-    if (controller === undefined) return true; // the scenario reports what this leaves pending
+    // The controller step failed (✗): the scenario still runs, and the steps that need the
+    // controller (attachment, provisioning) fail naming it.
+    if (controller === undefined) return true;
     await r.step("csi-provisioner (emulated) connected to the Controller service", async () => {
       const p = new Provisioner({
         client: c,

@@ -33,8 +33,8 @@
 #   S3_OTHER_ACCESS_KEY_ID S3_OTHER_SECRET_ACCESS_KEY
 #   AWS_REQUEST_CHECKSUM_CALCULATION=WHEN_REQUIRED AWS_RESPONSE_CHECKSUM_VALIDATION=WHEN_REQUIRED
 #
-# See tests/testbed/services/s3/README.md; the facts behind the settings are in
-# shared/reference/s3-test-server.md ("fragile parts").
+# See tests/testbed/services/s3/README.md, which also lists what Ceph 16/18 do differently from AWS
+# S3 (the reason for the two WHEN_REQUIRED checksum settings above).
 set -euo pipefail
 
 STATE_DIR="${S3_STATE_DIR:-/var/tmp/s3csi-rgw}"

@@ -7,7 +7,7 @@
 // (S3_SERVER=s3rver), writes them to --env-file if given (atomically), and
 // runs until SIGTERM/SIGINT. Progress and errors go to stderr.
 //
-// Limits of s3rver (see shared/reference/s3-test-server.md): it does not
+// Limits of s3rver (also in tests/testbed/services/s3/README.md): it does not
 // enforce bucket ownership (the second user is NOT denied), ListObjectsV2
 // pagination answers 500 under Deno, aws-chunked uploads are stored with
 // their framing unless clients use requestChecksumCalculation=WHEN_REQUIRED,
