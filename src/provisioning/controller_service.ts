@@ -246,12 +246,14 @@ export class ControllerService implements Partial<ControllerHandlers> {
     try {
       return await fn(store, signal);
     } catch (err) {
-      throw s3Failure(err, {
+      const failure = s3Failure(err, { action, source: creds.source, endpoint: this.#o.endpoint });
+      // The answer (and so the PVC's Event) does not name the access key id; the log does.
+      this.#log.warn("S3 failed to {action} with access key id {accessKeyId}: {error}", {
         action,
-        source: creds.source,
         accessKeyId: creds.credentials.accessKeyId,
-        endpoint: this.#o.endpoint,
+        error: failure.message,
       });
+      throw failure;
     } finally {
       store.close();
     }

@@ -15,16 +15,16 @@ export interface FailureContext {
   readonly action: string;
   /** `provisioner secret` or `driver credentials`. */
   readonly source: "driver" | "secret";
-  /** Access key id in use (not secret). */
-  readonly accessKeyId: string;
   /** The endpoint, for unreachable errors. */
   readonly endpoint: string | undefined;
 }
 
+/**
+ * Whose keys, without naming them: the message reaches the PVC's ProvisioningFailed Event, which
+ * every user of the namespace reads (the controller's log names the access key id).
+ */
 function who(ctx: FailureContext): string {
-  return `access key "${ctx.accessKeyId}" from the ${
-    ctx.source === "secret" ? "provisioner secret" : "driver credentials"
-  }`;
+  return ctx.source === "secret" ? "keys of the provisioner secret" : "driver's credentials";
 }
 
 /** Map anything thrown by a store call to a {@link CsiError} (CsiErrors pass through). */
