@@ -123,6 +123,26 @@ add_backports() {
   APT_UPDATED=""
 }
 
+# add_security_suite: enable <release>-security (where Debian 12 ships cargo-web) on the mirror
+# apt already uses, when no source names it.
+add_security_suite() {
+  local suite list mirror base
+  case "$(debian_major)" in
+  12) suite=bookworm ;;
+  13) suite=trixie ;;
+  *) return 0 ;;
+  esac
+  grep -rqs -- "$suite-security" /etc/apt/sources.list /etc/apt/sources.list.d/ && return 0
+  mirror="$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | tr -d ' ' || true)"
+  mirror="${mirror:-http://deb.debian.org/debian}"
+  base="${mirror%/}"
+  base="${base%/debian}/debian-security"
+  list="/etc/apt/sources.list.d/s3csi-$suite-security.list"
+  log "adding $suite-security ($base) for the Rust toolchain (cargo-web)"
+  echo "deb $base $suite-security main" >"$list"
+  APT_UPDATED=""
+}
+
 ensure_go() {
   local g
   if g="$(find_go)" && go_at_least "$g" "$GO_WANT"; then
@@ -215,6 +235,9 @@ ensure_engine_toolchain() {
   if [ -n "$have" ] && [ "$(printf '%s\n%s\n' "$need" "${have%%-*}" | sort -V | head -1)" = "$need" ]; then
     return
   fi
+  # Debian ships the newer Rust as cargo-web in its security suite (for the browsers); a root made
+  # by debootstrap has no security suite configured: add it as a Debian installation does.
+  add_security_suite
   if [ -z "$APT_UPDATED" ]; then
     apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 || die "apt-get update failed"
     APT_UPDATED=1
