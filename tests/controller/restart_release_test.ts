@@ -20,7 +20,7 @@ import type { Lease, Pod } from "../../src/kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { LEADER_LEASE_NAME } from "../../src/options/controller_options.ts";
 import { waitFor } from "../_helpers.ts";
-import { clusterKinds, type TestCluster, testCluster } from "./_cluster.ts";
+import { clusterKinds, clusterTest, type TestCluster, testCluster } from "./_cluster.ts";
 import { type Fixture, fixture, stopController } from "./_fixture.ts";
 
 /** Workload UIDs listed by the fixture's attachments. */
@@ -60,89 +60,98 @@ async function deleteWorkload(c: TestCluster, name: string, grace?: number): Pro
 }
 
 for (const kind of clusterKinds()) {
-  Deno.test(`controller (${kind}): restarted with attachments → releases workloads deleted while down, before it leads, and after`, async (t) => {
-    await using c = await testCluster(kind);
-    const f = fixture(c);
-    await f.volume("r");
-    const uids = new Map<string, string>();
-    for (const n of ["r0", "r1", "r2", "r3", "r4"]) {
-      const p = await f.workload(n, "r");
-      await f.setPhase(p, "Running");
-      uids.set(n, p.metadata.uid!);
-    }
-    const uidsOf = (...names: string[]) => names.map((n) => uids.get(n)!).sort();
-    const first = f.controller();
-    let mpName = "";
-    try {
-      await waitFor("five workloads on one Mountpoint Pod", async () => {
-        const all = await f.attachments();
-        return all.length === 1 && (await listed(f)).length === 5;
-      }, { timeoutMs: 30_000 });
-      const mps = await f.mpPods();
-      assert.equal(mps.length, 1, "one Mountpoint Pod");
-      mpName = mps[0]!.metadata.name!;
-      await f.setPhase(mps[0]!, "Running");
-    } finally {
-      await first.stop("SIGKILL");
-    }
-    await setHolder(c, "killed-leader", 3600);
-    await deleteWorkload(c, "r0"); // while no controller runs
-    const second = f.controller();
-    try {
-      await waitFor(
-        "the second controller contending",
-        () => second.stderr().includes("Starting controller"),
-      );
-      await deleteWorkload(c, "r1"); // it runs, but cannot lead yet
-      assert.equal(
-        (await c.client.get<Lease>(LEASES, LEADER_LEASE_NAME, c.mpNamespace))?.spec.holderIdentity,
-        "killed-leader",
-        "r1 went before the second controller could lead",
-      );
-      assert.deepEqual(await listed(f), uidsOf("r0", "r1", "r2", "r3", "r4"));
-      await setHolder(c, "", 1);
-      await t.step("workloads deleted before it led are released once it leads", async () => {
-        await waitFor("r0 and r1 released", async () => {
-          const now = await listed(f);
-          return !now.includes(uids.get("r0")!) && !now.includes(uids.get("r1")!);
+  clusterTest(
+    kind,
+    `controller (${kind}): restarted with attachments → releases workloads deleted while down, before it leads, and after`,
+    async (t) => {
+      await using c = await testCluster(kind);
+      const f = fixture(c);
+      await f.volume("r");
+      const uids = new Map<string, string>();
+      for (const n of ["r0", "r1", "r2", "r3", "r4"]) {
+        const p = await f.workload(n, "r");
+        await f.setPhase(p, "Running");
+        uids.set(n, p.metadata.uid!);
+      }
+      const uidsOf = (...names: string[]) => names.map((n) => uids.get(n)!).sort();
+      const first = f.controller();
+      let mpName = "";
+      try {
+        await waitFor("five workloads on one Mountpoint Pod", async () => {
+          const all = await f.attachments();
+          return all.length === 1 && (await listed(f)).length === 5;
         }, { timeoutMs: 30_000 });
-        assert.deepEqual(await listed(f), uidsOf("r2", "r3", "r4"));
-        const mp = await c.client.get<Pod>(PODS, mpName, c.mpNamespace);
-        assert.equal(mp?.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT], undefined, "still used");
-      });
-      await t.step("workloads deleted after it leads are released", async () => {
-        await deleteWorkload(c, "r2");
-        await waitFor("r2 released", async () => !(await listed(f)).includes(uids.get("r2")!), {
-          timeoutMs: 30_000,
+        const mps = await f.mpPods();
+        assert.equal(mps.length, 1, "one Mountpoint Pod");
+        mpName = mps[0]!.metadata.name!;
+        await f.setPhase(mps[0]!, "Running");
+      } finally {
+        await first.stop("SIGKILL");
+      }
+      await setHolder(c, "killed-leader", 3600);
+      await deleteWorkload(c, "r0"); // while no controller runs
+      const second = f.controller();
+      try {
+        await waitFor(
+          "the second controller contending",
+          () => second.stderr().includes("Starting controller"),
+        );
+        await deleteWorkload(c, "r1"); // it runs, but cannot lead yet
+        assert.equal(
+          (await c.client.get<Lease>(LEASES, LEADER_LEASE_NAME, c.mpNamespace))?.spec
+            .holderIdentity,
+          "killed-leader",
+          "r1 went before the second controller could lead",
+        );
+        assert.deepEqual(await listed(f), uidsOf("r0", "r1", "r2", "r3", "r4"));
+        await setHolder(c, "", 1);
+        await t.step("workloads deleted before it led are released once it leads", async () => {
+          await waitFor("r0 and r1 released", async () => {
+            const now = await listed(f);
+            return !now.includes(uids.get("r0")!) && !now.includes(uids.get("r1")!);
+          }, { timeoutMs: 30_000 });
+          assert.deepEqual(await listed(f), uidsOf("r2", "r3", "r4"));
+          const mp = await c.client.get<Pod>(PODS, mpName, c.mpNamespace);
+          assert.equal(
+            mp?.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT],
+            undefined,
+            "still used",
+          );
         });
-        await deleteWorkload(c, "r3", 0);
-        await waitFor("r3 released", async () => !(await listed(f)).includes(uids.get("r3")!), {
-          timeoutMs: 30_000,
-        });
-        assert.deepEqual(await listed(f), uidsOf("r4"));
-      });
-      await t.step(
-        "the last workload deleted → S3PA deleted, Mountpoint Pod needs-unmount, then deleted",
-        async () => {
-          await deleteWorkload(c, "r4");
-          await waitFor("the S3PA deleted", async () => (await f.attachments()).length === 0, {
+        await t.step("workloads deleted after it leads are released", async () => {
+          await deleteWorkload(c, "r2");
+          await waitFor("r2 released", async () => !(await listed(f)).includes(uids.get("r2")!), {
             timeoutMs: 30_000,
           });
-          const mp = await waitFor("needs-unmount", async () => {
-            const p = await c.client.get<Pod>(PODS, mpName, c.mpNamespace);
-            return p?.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] === "true" && p;
-          }, { timeoutMs: 30_000 });
-          // The node plugin unmounts and the Mountpoint Pod exits, as the kubelet reports it.
-          await f.setPhase(mp, "Succeeded");
-          await waitFor(
-            "the Mountpoint Pod deleted",
-            async () => !(await c.client.get(PODS, mpName, c.mpNamespace)),
-            { timeoutMs: 30_000 },
-          );
-        },
-      );
-    } finally {
-      await stopController(second);
-    }
-  });
+          await deleteWorkload(c, "r3", 0);
+          await waitFor("r3 released", async () => !(await listed(f)).includes(uids.get("r3")!), {
+            timeoutMs: 30_000,
+          });
+          assert.deepEqual(await listed(f), uidsOf("r4"));
+        });
+        await t.step(
+          "the last workload deleted → S3PA deleted, Mountpoint Pod needs-unmount, then deleted",
+          async () => {
+            await deleteWorkload(c, "r4");
+            await waitFor("the S3PA deleted", async () => (await f.attachments()).length === 0, {
+              timeoutMs: 30_000,
+            });
+            const mp = await waitFor("needs-unmount", async () => {
+              const p = await c.client.get<Pod>(PODS, mpName, c.mpNamespace);
+              return p?.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] === "true" && p;
+            }, { timeoutMs: 30_000 });
+            // The node plugin unmounts and the Mountpoint Pod exits, as the kubelet reports it.
+            await f.setPhase(mp, "Succeeded");
+            await waitFor(
+              "the Mountpoint Pod deleted",
+              async () => !(await c.client.get(PODS, mpName, c.mpNamespace)),
+              { timeoutMs: 30_000 },
+            );
+          },
+        );
+      } finally {
+        await stopController(second);
+      }
+    },
+  );
 }
