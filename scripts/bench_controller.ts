@@ -278,9 +278,13 @@ async function runScale(
         volumeName: pv,
       },
     });
-    await client.patch(PVCS, `claim-${i}`, ns, { status: { phase: "Bound" } }, {
-      subresource: "status",
-    });
+    // The emulator has no PV binder: mark the claim Bound as the binder would. On the real tier
+    // kube-controller-manager's binder does it (a status written here would race it).
+    if (scale.tier === "emulator") {
+      await client.patch(PVCS, `claim-${i}`, ns, { status: { phase: "Bound" } }, {
+        subresource: "status",
+      });
+    }
   });
   if (scale.tier === "real") {
     const waiting = performance.now();
@@ -294,7 +298,7 @@ async function runScale(
         const claims = (await client.list<PersistentVolumeClaim>(PVCS, { namespace: ns })).items;
         return claims.length === scale.pvs && unsettledClaims(claims).length === 0;
       },
-      180_000,
+      Math.max(180_000, scale.pvs * 500),
       500,
     );
     note(
