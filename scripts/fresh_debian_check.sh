@@ -26,7 +26,8 @@
 #     TLS environment variables are carried over — the machine's network, not a project need;
 #   - phase 1, online: apt-get install nodejs npm, then `bash scripts/setup.sh` (what
 #     ./scripts/dev runs first) downloads and builds what the suite needs;
-#   - phase 2, offline (a network namespace with only loopback, so the suite's fixed ports cannot
+#   - phase 2, offline (a network namespace with only loopback and a veth pair that leads nowhere,
+#     for the real node's address; so the suite's fixed ports cannot
 #     collide with anything on the machine, and anything setup.sh failed to install shows up as a
 #     failure instead of being fetched on the fly): the two commands, verbatim.
 # Prints each phase's duration and exit code; exit 0 only when both commands exited 0.
@@ -124,7 +125,16 @@ in_root() {
     mount --rbind /sys "$root/sys"
     mount --rbind /dev "$root/dev"
     mount -t tmpfs tmpfs "$root/run"
-    if [ "$offline" = 1 ]; then ip link set lo up; fi
+    if [ "$offline" = 1 ]; then
+      ip link set lo up
+      # The real node needs a non-loopback address with a default route (the kubelet refuses
+      # loopback): a veth pair inside this namespace gives one, and still leads nowhere.
+      ip link add s3csi0 type veth peer name s3csi1
+      ip addr add 198.51.100.1/24 dev s3csi0
+      ip link set s3csi0 up
+      ip link set s3csi1 up
+      ip route add default dev s3csi0
+    fi
     shift 3
     exec chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@" \
