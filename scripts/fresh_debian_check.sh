@@ -129,11 +129,11 @@ in_root() {
       ip link set lo up
       # The real node needs a non-loopback address with a default route (the kubelet refuses
       # loopback): a veth pair inside this namespace gives one, and still leads nowhere.
-      ip link add s3csi0 type veth peer name s3csi1
-      ip addr add 198.51.100.1/24 dev s3csi0
-      ip link set s3csi0 up
-      ip link set s3csi1 up
-      ip route add default dev s3csi0
+      ip link add fresh0 type veth peer name fresh1
+      ip addr add 198.51.100.1/24 dev fresh0
+      ip link set fresh0 up
+      ip link set fresh1 up
+      ip route add default dev fresh0
     fi
     shift 3
     exec chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
