@@ -121,6 +121,8 @@ in_root() {
   unshare --mount --pid --fork "${net[@]}" --propagation private bash -c '
     set -e
     root="$1"; offline="$2"; cmd="$3"
+    # The root must be a mount point: runc makes / a slave mount when it starts a container.
+    mount --bind "$root" "$root"
     mount -t proc proc "$root/proc"
     mount --rbind /sys "$root/sys"
     mount --rbind /dev "$root/dev"
