@@ -387,6 +387,11 @@ export function writeSequential(path: string, bytes: Uint8Array): Promise<void> 
   }
 }
 
+/** The errno code (`EIO`, `EPERM`, …) of an error a file-system call threw, if it has one. */
+export function errno(err: unknown): string | undefined {
+  return (err as { code?: string } | undefined)?.code;
+}
+
 /**
  * Write `bytes` to `path` with `dd ... conv=fsync` in a child process (for tests whose event loop
  * must keep running meanwhile, e.g. one that serves a proxy). @throws with dd's message

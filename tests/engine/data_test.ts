@@ -19,10 +19,11 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { HeadObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
+import { HeadObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import {
   assertNoLeftoverMounts,
   engineTest,
+  errno,
   fileSha256,
   fuseReason,
   mountEngine,
@@ -63,6 +64,25 @@ function rgwIs16(): boolean {
   }
 }
 
+/**
+ * Run `fn` with a server from `start`, its client and a temporary bucket (removed afterwards);
+ * nothing may be left mounted.
+ */
+async function withBucket(
+  start: () => Promise<Server>,
+  fn: (server: Server, s3: S3Client, bucket: string) => Promise<void>,
+): Promise<void> {
+  await using server = await start();
+  const s3 = await s3Client(server);
+  try {
+    await using bucket = await tempBucket(s3);
+    await fn(server, s3, bucket.name);
+  } finally {
+    s3.closeAll();
+    await assertNoLeftoverMounts();
+  }
+}
+
 type Kind = "versitygw" | "rgw";
 const SERVERS: { kind: Kind; reason: string | undefined; start: () => Promise<Server> }[] = [
   { kind: "versitygw", reason: fuseReason() ?? versitygwReason(), start: () => startVersitygw() },
@@ -75,68 +95,51 @@ for (const { kind, reason, start } of SERVERS) {
       engineTest(
         `engine/rgw: a ${label} file written through the mount fails with EIO on Ceph RGW 16.2 and does not land (known unsupported: see the module doc)`,
         reason,
-        async () => {
-          await using server = await start();
-          const s3 = await s3Client(server);
-          try {
-            await using bucket = await tempBucket(s3);
+        () =>
+          withBucket(start, async (server, s3, bucket) => {
             const bytes = testBytes(size, size + 7);
             {
-              await using m = await mountEngine({ bucket: bucket.name, server });
+              await using m = await mountEngine({ bucket, server });
               const err = await writeSequential(`${m.dir}/file.bin`, bytes).then(
                 () => undefined,
                 (e) => e,
               );
-              assert.equal((err as { code?: string } | undefined)?.code, "EIO", `${err}`);
+              assert.equal(errno(err), "EIO", `${err}`);
               assert.equal(await m.unmount(), 0);
             }
             await assert.rejects(
-              s3.send(new HeadObjectCommand({ Bucket: bucket.name, Key: "file.bin" })),
+              s3.send(new HeadObjectCommand({ Bucket: bucket, Key: "file.bin" })),
             );
-          } finally {
-            s3.closeAll();
-            await assertNoLeftoverMounts();
-          }
-        },
+          }),
       );
       continue;
     }
     engineTest(
       `engine/${kind}: a ${label} file written through the mount reads back byte-identical with the SDK`,
       reason,
-      async () => {
-        await using server = await start();
-        const s3 = await s3Client(server);
-        try {
-          await using bucket = await tempBucket(s3);
+      () =>
+        withBucket(start, async (server, s3, bucket) => {
           const bytes = testBytes(size, size + 7);
           {
-            await using m = await mountEngine({ bucket: bucket.name, server });
+            await using m = await mountEngine({ bucket, server });
             await writeSequential(`${m.dir}/file.bin`, bytes);
             assert.equal((await Deno.stat(`${m.dir}/file.bin`)).size, size);
             assert.equal(await m.unmount(), 0);
           }
           const head = await s3.send(
-            new HeadObjectCommand({ Bucket: bucket.name, Key: "file.bin" }),
+            new HeadObjectCommand({ Bucket: bucket, Key: "file.bin" }),
           );
           assert.equal(head.ContentLength, size);
-          assert.equal(await objectSha256(s3, bucket.name, "file.bin"), sha256(bytes));
-        } finally {
-          s3.closeAll();
-          await assertNoLeftoverMounts();
-        }
-      },
+          assert.equal(await objectSha256(s3, bucket, "file.bin"), sha256(bytes));
+        }),
     );
   }
 
   engineTest(
     `engine/${kind}: objects uploaded with the SDK read through the mount byte-identical`,
     reason,
-    async () => {
-      await using server = await start();
-      const s3 = await s3Client(server);
-      try {
-        await using bucket = await tempBucket(s3);
+    () =>
+      withBucket(start, async (server, s3, bucket) => {
         const objects = [
           { key: "empty", bytes: testBytes(0, 1) },
           { key: "one", bytes: testBytes(1, 2) },
@@ -144,9 +147,9 @@ for (const { kind, reason, start } of SERVERS) {
           { key: "dir/sub/forty-mib", bytes: testBytes(40 * MIB, 4) },
         ];
         for (const o of objects) {
-          await s3.send(new PutObjectCommand({ Bucket: bucket.name, Key: o.key, Body: o.bytes }));
+          await s3.send(new PutObjectCommand({ Bucket: bucket, Key: o.key, Body: o.bytes }));
         }
-        await using m = await mountEngine({ bucket: bucket.name, server, args: ["--read-only"] });
+        await using m = await mountEngine({ bucket, server, args: ["--read-only"] });
         for (const o of objects) {
           assert.equal((await Deno.stat(`${m.dir}/${o.key}`)).size, o.bytes.length, o.key);
           assert.equal(await fileSha256(`${m.dir}/${o.key}`), sha256(o.bytes), o.key);
@@ -160,25 +163,18 @@ for (const { kind, reason, start } of SERVERS) {
         assert.deepEqual(buf, objects[3]!.bytes.subarray(17 * MIB + 3, 17 * MIB + 3 + 4096));
         f.close();
         assert.equal(await m.unmount(), 0);
-      } finally {
-        s3.closeAll();
-        await assertNoLeftoverMounts();
-      }
-    },
+      }),
   );
 
   engineTest(
     `engine/${kind}: an object uploaded by another client is listed within the metadata TTL`,
     reason,
-    async () => {
-      await using server = await start();
-      const s3 = await s3Client(server);
-      try {
-        await using bucket = await tempBucket(s3);
-        await s3.send(new PutObjectCommand({ Bucket: bucket.name, Key: "before.txt", Body: "a" }));
+    () =>
+      withBucket(start, async (server, s3, bucket) => {
+        await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "before.txt", Body: "a" }));
         const ttlSeconds = 2;
         await using m = await mountEngine({
-          bucket: bucket.name,
+          bucket,
           server,
           args: [`--metadata-ttl=${ttlSeconds}`],
         });
@@ -191,7 +187,7 @@ for (const { kind, reason, start } of SERVERS) {
         // A cached negative lookup, which the TTL must also expire.
         await assert.rejects(Deno.stat(`${m.dir}/after.txt`), Deno.errors.NotFound);
         const uploaded = Date.now();
-        await s3.send(new PutObjectCommand({ Bucket: bucket.name, Key: "after.txt", Body: "bb" }));
+        await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "after.txt", Body: "bb" }));
         let listedAfter = -1;
         let statAfter = -1;
         const deadline = uploaded + ttlSeconds * 1000 + 5_000; // TTL + slack for a busy machine
@@ -208,11 +204,7 @@ for (const { kind, reason, start } of SERVERS) {
         assert.ok(statAfter >= 0, `after.txt not found by stat within ${ttlSeconds} s + 5 s`);
         assert.equal(await Deno.readTextFile(`${m.dir}/after.txt`), "bb");
         assert.equal(await m.unmount(), 0);
-      } finally {
-        s3.closeAll();
-        await assertNoLeftoverMounts();
-      }
-    },
+      }),
   );
 }
 
@@ -220,15 +212,11 @@ engineTest(
   "engine/rgw: RGW 16 write failures still hold (why the RGW write variants are known unsupported)",
   fuseReason() ?? rgwReason() ??
     (rgwIs16() ? undefined : "RGW is not Ceph 16: the write failures do not apply"),
-  async () => {
-    await using server = rgwServer();
-    const s3 = await s3Client(server);
-    try {
-      await using bucket = await tempBucket(s3);
+  () =>
+    withBucket(() => Promise.resolve(rgwServer()), async (server, s3, bucket) => {
       const bytes = testBytes(1, 11);
-      const errno = (e: unknown) => (e as { code?: string } | undefined)?.code;
       {
-        await using m = await mountEngine({ bucket: bucket.name, server });
+        await using m = await mountEngine({ bucket, server });
         const err = await writeSequential(`${m.dir}/default.bin`, bytes).then(
           () => undefined,
           (e) => e,
@@ -238,11 +226,11 @@ engineTest(
         assert.match(m.proc.stdout(), /XAmzContentSHA256Mismatch/);
       }
       await assert.rejects(
-        s3.send(new HeadObjectCommand({ Bucket: bucket.name, Key: "default.bin" })),
+        s3.send(new HeadObjectCommand({ Bucket: bucket, Key: "default.bin" })),
       );
       {
         await using m = await mountEngine({
-          bucket: bucket.name,
+          bucket,
           server,
           args: ["--upload-checksums=off"],
         });
@@ -255,10 +243,6 @@ engineTest(
         assert.match(m.proc.stdout(), /Header "ETag" not found/);
       }
       // ... although the object landed.
-      assert.equal(await objectSha256(s3, bucket.name, "off.bin"), sha256(bytes));
-    } finally {
-      s3.closeAll();
-      await assertNoLeftoverMounts();
-    }
-  },
+      assert.equal(await objectSha256(s3, bucket, "off.bin"), sha256(bytes));
+    }),
 );

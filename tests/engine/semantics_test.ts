@@ -11,6 +11,7 @@ import {
   assertNoLeftoverMounts,
   engineEnv,
   engineTest,
+  errno,
   failingEngine,
   freePort,
   fuseReason,
@@ -45,10 +46,6 @@ async function exists(s3: S3Client, bucket: string, key: string): Promise<boolea
     () => true,
     () => false,
   );
-}
-
-function errno(err: unknown): string | undefined {
-  return (err as { code?: string } | undefined)?.code;
 }
 
 engineTest(
