@@ -124,11 +124,12 @@ build_result() {
   return 1
 }
 rm -f dist/build-*.rc dist/build-*.log
+# Each build runs in a process group of its own, so that stop_services can end it with its children.
+set -m
 # The Go chain, one build after the other (they share Go's build cache; kube_real and real_node
 # take one lock): what the real kube-apiserver tier, the real node, the engine tiers' S3 server,
 # the conformance tier and the soak test need.
 if [ "${SKIP_KUBE_REAL:-}" != "1" ]; then
-  set -m
   (
     build kube-real tests/testbed/services/kube_real/build.sh
     if [ "$(id -u)" -eq 0 ] && [ "$(cat dist/build-kube-real.rc)" = 0 ]; then
@@ -139,15 +140,13 @@ if [ "${SKIP_KUBE_REAL:-}" != "1" ]; then
     build kubelet-client tests/adversarial/kubelet_client/build.sh
   ) &
   GO_BUILD_PID=$!
-  # Our Rust engine, beside the Go chain.
-  (build engine scripts/build_engine.sh) &
-  ENGINE_BUILD_PID=$!
-  set +m
 else
   service_unavailable kube-real "skipped on request (SKIP_KUBE_REAL=1)"
-  (build engine scripts/build_engine.sh) &
-  ENGINE_BUILD_PID=$!
 fi
+# Our Rust engine, beside the Go chain.
+(build engine scripts/build_engine.sh) &
+ENGINE_BUILD_PID=$!
+set +m
 wait_go_chain() {
   [ -n "${GO_BUILD_PID:-}" ] || return 0
   printf '=== builds: waiting for the Go chain (dist/build-*.log)\n' >&2
