@@ -67,6 +67,12 @@ ensure_deno() {
 
 # apt_install [-t RELEASE] PACKAGE...: install the missing ones.
 APT_UPDATED=""
+# apt_update: `apt-get update` once, and again after a source was added.
+apt_update() {
+  [ -z "$APT_UPDATED" ] || return 0
+  apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 || die "apt-get update failed"
+  APT_UPDATED=1
+}
 apt_install() {
   local release=()
   if [ "${1:-}" = "-t" ]; then release=(-t "$2"); shift 2; fi
@@ -76,10 +82,7 @@ apt_install() {
   done
   [ "${#missing[@]}" -eq 0 ] && return 0
   export DEBIAN_FRONTEND=noninteractive
-  if [ -z "$APT_UPDATED" ]; then
-    apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 || die "apt-get update failed"
-    APT_UPDATED=1
-  fi
+  apt_update
   log "installing Debian packages: ${missing[*]}${release:+ from ${release[1]}} (Debian $(cat /etc/debian_version 2>/dev/null || echo '?'))"
   apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${release[@]}" "${missing[@]}" >&2 ||
     die "apt-get install ${missing[*]} failed"
@@ -111,13 +114,19 @@ find_go() {
   return 1
 }
 
+# apt_mirror: the Debian mirror apt already uses (default deb.debian.org).
+apt_mirror() {
+  local m
+  m="$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | tr -d ' ' || true)"
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
 # add_backports SUITE: enable SUITE-backports (pinned low by Debian: only what is asked for comes
 # from it) on the mirror apt already uses.
 add_backports() {
   local suite="$1" list="/etc/apt/sources.list.d/s3csi-$1-backports.list" mirror
   grep -rqs "$suite-backports" /etc/apt/sources.list /etc/apt/sources.list.d/ && return 0
-  mirror="$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | tr -d ' ' || true)"
-  mirror="${mirror:-http://deb.debian.org/debian}"
+  mirror="$(apt_mirror)"
   log "adding $suite-backports (${mirror%/}) for Go"
   echo "deb ${mirror%/} $suite-backports main" >"$list"
   APT_UPDATED=""
@@ -133,8 +142,7 @@ add_security_suite() {
   *) return 0 ;;
   esac
   grep -rqs -- "$suite-security" /etc/apt/sources.list /etc/apt/sources.list.d/ && return 0
-  mirror="$(grep -rhoE 'https?://[^ ]+/debian/?( |$)' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | tr -d ' ' || true)"
-  mirror="${mirror:-http://deb.debian.org/debian}"
+  mirror="$(apt_mirror)"
   base="${mirror%/}"
   base="${base%/debian}/debian-security"
   list="/etc/apt/sources.list.d/s3csi-$suite-security.list"
@@ -165,10 +173,7 @@ ensure_go() {
   13)
     # trixie's golang-go is 1.24; trixie-backports has a newer one (1.27).
     add_backports trixie
-    if [ -z "$APT_UPDATED" ]; then
-      apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 || die "apt-get update failed"
-      APT_UPDATED=1
-    fi
+    apt_update
     log "installing Debian's golang-go from trixie-backports"
     apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends -t trixie-backports golang-go >&2 ||
       die "apt-get install -t trixie-backports golang-go failed"
@@ -238,10 +243,7 @@ ensure_engine_toolchain() {
   # Debian ships the newer Rust as cargo-web in its security suite (for the browsers); a root made
   # by debootstrap has no security suite configured: add it as a Debian installation does.
   add_security_suite
-  if [ -z "$APT_UPDATED" ]; then
-    apt-get -o DPkg::Lock::Timeout=300 update -qq >&2 || die "apt-get update failed"
-    APT_UPDATED=1
-  fi
+  apt_update
   if p="$(rust_package_candidate "$need")"; then
     apt_install "$p"
   else
