@@ -9,7 +9,13 @@
  *
  * @module
  */
-import { CreateBucketCommand, GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import assert from "node:assert/strict";
+import {
+  CreateBucketCommand,
+  GetObjectCommand,
+  PutObjectCommand,
+  type S3Client,
+} from "@aws-sdk/client-s3";
 import { createHash } from "node:crypto";
 import { createServer } from "node:net";
 import { emptyAndDeleteBucket } from "../node/_s3_cleanup.ts";
@@ -362,6 +368,69 @@ export async function objectSha256(s3: S3Client, bucket: string, key: string): P
     hash.update(chunk);
   }
   return hash.digest("hex");
+}
+
+/**
+ * Run `fn` with a server from `start`, its SDK client and a temporary bucket (removed
+ * afterwards); nothing may be left mounted.
+ */
+export async function withBucket(
+  start: () => Promise<Server>,
+  fn: (server: Server, s3: S3Client, bucket: string) => Promise<void>,
+): Promise<void> {
+  await using server = await start();
+  const s3 = await s3Client(server);
+  try {
+    await using bucket = await tempBucket(s3);
+    await fn(server, s3, bucket.name);
+  } finally {
+    s3.closeAll();
+    await assertNoLeftoverMounts();
+  }
+}
+
+const MIB = 1024 * 1024;
+
+/** An object of {@link sdkObjects}. */
+export interface TestObject {
+  readonly key: string;
+  readonly bytes: Uint8Array;
+}
+
+/**
+ * Upload, with the SDK, objects of 0 B, 1 B, 5 MiB+1 and 40 MiB (the last two in subdirectories)
+ * for the tests that read them through a mount; {@link assertReadThrough} checks them.
+ */
+export async function putSdkObjects(s3: S3Client, bucket: string): Promise<TestObject[]> {
+  const objects = [
+    { key: "empty", bytes: testBytes(0, 1) },
+    { key: "one", bytes: testBytes(1, 2) },
+    { key: "dir/five-mib-plus-one", bytes: testBytes(5 * MIB + 1, 3) },
+    { key: "dir/sub/forty-mib", bytes: testBytes(40 * MIB, 4) },
+  ];
+  for (const o of objects) {
+    await s3.send(new PutObjectCommand({ Bucket: bucket, Key: o.key, Body: o.bytes }));
+  }
+  return objects;
+}
+
+/**
+ * Check that `objects` ({@link putSdkObjects}) read through the mount at `dir` byte-identical:
+ * each whole, and 4 KiB from the middle of the largest, as a reader seeking would ask.
+ */
+export async function assertReadThrough(dir: string, objects: TestObject[]): Promise<void> {
+  for (const o of objects) {
+    assert.equal((await Deno.stat(`${dir}/${o.key}`)).size, o.bytes.length, o.key);
+    assert.equal(await fileSha256(`${dir}/${o.key}`), sha256(o.bytes), o.key);
+  }
+  const largest = objects.reduce((a, b) => (b.bytes.length > a.bytes.length ? b : a));
+  const at = 17 * MIB + 3;
+  using f = await Deno.open(`${dir}/${largest.key}`);
+  await f.seek(at, Deno.SeekMode.Start);
+  const buf = new Uint8Array(4096);
+  let n = 0;
+  while (n < buf.length) n += (await f.read(buf.subarray(n))) ?? buf.length;
+  assert.deepEqual(buf, largest.bytes.subarray(at, at + buf.length));
 }
 
 /**

@@ -19,24 +19,23 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { HeadObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import { HeadObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import {
-  assertNoLeftoverMounts,
+  assertReadThrough,
   engineTest,
   errno,
-  fileSha256,
   fuseReason,
   mountEngine,
   objectSha256,
+  putSdkObjects,
   rgwReason,
   rgwServer,
-  s3Client,
   type Server,
   sha256,
   startVersitygw,
-  tempBucket,
   testBytes,
   versitygwReason,
+  withBucket,
   writeSequential,
 } from "./_engine.ts";
 
@@ -61,25 +60,6 @@ function rgwIs16(): boolean {
     return /ceph version 16\./.test(new TextDecoder().decode(out.stdout));
   } catch {
     return false;
-  }
-}
-
-/**
- * Run `fn` with a server from `start`, its client and a temporary bucket (removed afterwards);
- * nothing may be left mounted.
- */
-async function withBucket(
-  start: () => Promise<Server>,
-  fn: (server: Server, s3: S3Client, bucket: string) => Promise<void>,
-): Promise<void> {
-  await using server = await start();
-  const s3 = await s3Client(server);
-  try {
-    await using bucket = await tempBucket(s3);
-    await fn(server, s3, bucket.name);
-  } finally {
-    s3.closeAll();
-    await assertNoLeftoverMounts();
   }
 }
 
@@ -140,28 +120,9 @@ for (const { kind, reason, start } of SERVERS) {
     reason,
     () =>
       withBucket(start, async (server, s3, bucket) => {
-        const objects = [
-          { key: "empty", bytes: testBytes(0, 1) },
-          { key: "one", bytes: testBytes(1, 2) },
-          { key: "dir/five-mib-plus-one", bytes: testBytes(5 * MIB + 1, 3) },
-          { key: "dir/sub/forty-mib", bytes: testBytes(40 * MIB, 4) },
-        ];
-        for (const o of objects) {
-          await s3.send(new PutObjectCommand({ Bucket: bucket, Key: o.key, Body: o.bytes }));
-        }
+        const objects = await putSdkObjects(s3, bucket);
         await using m = await mountEngine({ bucket, server, args: ["--read-only"] });
-        for (const o of objects) {
-          assert.equal((await Deno.stat(`${m.dir}/${o.key}`)).size, o.bytes.length, o.key);
-          assert.equal(await fileSha256(`${m.dir}/${o.key}`), sha256(o.bytes), o.key);
-        }
-        // A range in the middle, as a reader seeking would ask.
-        using f = await Deno.open(`${m.dir}/dir/sub/forty-mib`);
-        await f.seek(17 * MIB + 3, Deno.SeekMode.Start);
-        const buf = new Uint8Array(4096);
-        let n = 0;
-        while (n < buf.length) n += (await f.read(buf.subarray(n))) ?? buf.length;
-        assert.deepEqual(buf, objects[3]!.bytes.subarray(17 * MIB + 3, 17 * MIB + 3 + 4096));
-        f.close();
+        await assertReadThrough(m.dir, objects);
         assert.equal(await m.unmount(), 0);
       }),
   );

@@ -8,7 +8,6 @@
 import assert from "node:assert/strict";
 import { HeadObjectCommand, PutObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import {
-  assertNoLeftoverMounts,
   engineEnv,
   engineTest,
   errno,
@@ -16,30 +15,13 @@ import {
   freePort,
   fuseReason,
   mountEngine,
-  s3Client,
-  type Server,
   startVersitygw,
-  tempBucket,
   versitygwReason,
+  withBucket,
 } from "./_engine.ts";
 import { clearCloexec, closeFd, mountFuse, openFuse } from "../../src/sys/mount.ts";
 
 const reason = fuseReason() ?? versitygwReason();
-
-/** Run `fn` with a private versitygw, an SDK client and a fresh bucket. */
-async function withBucket(
-  fn: (server: Server, s3: S3Client, bucket: string) => Promise<void>,
-): Promise<void> {
-  await using server = await startVersitygw();
-  const s3 = await s3Client(server);
-  try {
-    await using bucket = await tempBucket(s3);
-    await fn(server, s3, bucket.name);
-  } finally {
-    s3.closeAll();
-    await assertNoLeftoverMounts();
-  }
-}
 
 async function exists(s3: S3Client, bucket: string, key: string): Promise<boolean> {
   return await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key })).then(
@@ -52,7 +34,7 @@ engineTest(
   "engine: without --allow-delete rm fails with EPERM and the object stays",
   reason,
   () =>
-    withBucket(async (server, s3, bucket) => {
+    withBucket(startVersitygw, async (server, s3, bucket) => {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "keep.txt", Body: "data" }));
       {
         await using m = await mountEngine({ bucket, server });
@@ -75,7 +57,7 @@ engineTest(
   "engine: without --allow-overwrite an overwrite fails and the object is unchanged",
   reason,
   () =>
-    withBucket(async (server, s3, bucket) => {
+    withBucket(startVersitygw, async (server, s3, bucket) => {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "f.txt", Body: "original" }));
       {
         await using m = await mountEngine({ bucket, server });
@@ -106,7 +88,7 @@ engineTest(
   "engine: --read-only gives EROFS for writes, deletes and mkdir",
   reason,
   () =>
-    withBucket(async (server, s3, bucket) => {
+    withBucket(startVersitygw, async (server, s3, bucket) => {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "r.txt", Body: "read me" }));
       await using m = await mountEngine({
         bucket,
@@ -135,7 +117,7 @@ engineTest(
   "engine: --uid, --gid, --dir-mode and --file-mode are what stat shows",
   reason,
   () =>
-    withBucket(async (server, s3, bucket) => {
+    withBucket(startVersitygw, async (server, s3, bucket) => {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "d/f.txt", Body: "x" }));
       await using m = await mountEngine({
         bucket,
@@ -169,7 +151,7 @@ engineTest(
   "engine: --prefix confines the view and the writes to the prefix",
   reason,
   () =>
-    withBucket(async (server, s3, bucket) => {
+    withBucket(startVersitygw, async (server, s3, bucket) => {
       for (const key of ["inside/a.txt", "inside/sub/b.txt", "outside.txt", "insider.txt"]) {
         await s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: key }));
       }
@@ -190,7 +172,7 @@ engineTest(
   "engine: serves a FUSE fd that the caller mounted (/dev/fd/N), exits 0 after umount",
   reason,
   () =>
-    withBucket(async (server, s3, bucket) => {
+    withBucket(startVersitygw, async (server, s3, bucket) => {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "hello.txt", Body: "hello" }));
       const dir = await Deno.makeTempDir({ prefix: "s3csi-engine-mnt-" });
       const fd = openFuse();
@@ -219,7 +201,7 @@ engineTest(
   "engine: SIGTERM unmounts cleanly and exits 0",
   reason,
   () =>
-    withBucket(async (server, _s3, bucket) => {
+    withBucket(startVersitygw, async (server, _s3, bucket) => {
       await using m = await mountEngine({ bucket, server });
       assert.equal(await m.proc.stop("SIGTERM", 20_000), 0);
       const mi = await Deno.readTextFile("/proc/self/mountinfo");
@@ -231,7 +213,7 @@ engineTest(
   "engine: failures at start exit with their code and one line on stderr",
   reason,
   () =>
-    withBucket(async (server, _s3, bucket) => {
+    withBucket(startVersitygw, async (server, _s3, bucket) => {
       const dir = await Deno.makeTempDir({ prefix: "s3csi-engine-mnt-" });
       try {
         const cases: {
@@ -315,7 +297,7 @@ engineTest(
   "engine: credentials from a shared-credentials profile (as the mounter hands them over)",
   reason,
   () =>
-    withBucket(async (server, s3, bucket) => {
+    withBucket(startVersitygw, async (server, s3, bucket) => {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "p.txt", Body: "profile" }));
       const creds = await Deno.makeTempDir({ prefix: "s3csi-engine-creds-" });
       try {

@@ -8,7 +8,14 @@
  */
 import assert from "node:assert/strict";
 import { HeadObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
-import { fileSha256, objectSha256, sha256, testBytes, writeSequential } from "../engine/_engine.ts";
+import {
+  assertReadThrough,
+  objectSha256,
+  putSdkObjects,
+  sha256,
+  testBytes,
+  writeSequential,
+} from "../engine/_engine.ts";
 import {
   cmdline,
   engineNodeTest,
@@ -49,27 +56,9 @@ engineNodeTest(
 
 engineNodeTest("objects uploaded with the SDK read through the volume byte-identical", async () => {
   await using h = await startEngineNode();
-  const objects = [
-    { key: "empty", bytes: testBytes(0, 1) },
-    { key: "one", bytes: testBytes(1, 2) },
-    { key: "dir/five-mib-plus-one", bytes: testBytes(5 * MIB + 1, 3) },
-    { key: "dir/sub/forty-mib", bytes: testBytes(40 * MIB, 4) },
-  ];
-  for (const o of objects) {
-    await h.s3.send(new PutObjectCommand({ Bucket: h.bucket, Key: o.key, Body: o.bytes }));
-  }
+  const objects = await putSdkObjects(h.s3, h.bucket);
   const v = await publishVolume(h, { mode: "MULTI_NODE_READER_ONLY" });
-  for (const o of objects) {
-    assert.equal((await Deno.stat(`${v.target}/${o.key}`)).size, o.bytes.length, o.key);
-    assert.equal(await fileSha256(`${v.target}/${o.key}`), sha256(o.bytes), o.key);
-  }
-  // A range in the middle, as a reader seeking would ask.
-  using f = await Deno.open(`${v.target}/dir/sub/forty-mib`);
-  await f.seek(17 * MIB + 3, Deno.SeekMode.Start);
-  const buf = new Uint8Array(4096);
-  let n = 0;
-  while (n < buf.length) n += (await f.read(buf.subarray(n))) ?? buf.length;
-  assert.deepEqual(buf, objects[3]!.bytes.subarray(17 * MIB + 3, 17 * MIB + 3 + 4096));
+  await assertReadThrough(v.target, objects);
 });
 
 engineNodeTest("an object another client uploads is listed within the metadata TTL", async () => {
