@@ -3,18 +3,13 @@
  * does not start. Needs what the node harness needs (root, FUSE, mount-s3, setpriv, RGW); not
  * csi-sanity, which is never reached.
  */
+import { testOrSkip } from "../_helpers.ts";
 import assert from "node:assert/strict";
 import { skipReason } from "../node/_harness.ts";
 import { ConformanceError, runConformance } from "./_conformance.ts";
 
-const reason = skipReason({ defaultEngine: "mount-s3" });
-if (reason) Deno.stderr.writeSync(new TextEncoder().encode(`SKIP conformance setup: ${reason}\n`));
-
-Deno.test({
-  name: `conformance: no temp dir is left when the controller's API emulator fails to start${
-    reason ? ` (skipped: ${reason})` : ""
-  }`,
-  ignore: reason !== undefined,
+testOrSkip(skipReason({ defaultEngine: "mount-s3" }), {
+  name: "conformance: no temp dir is left when the controller's API emulator fails to start",
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {

@@ -26,7 +26,7 @@ import type { S3Env } from "../testbed/sandbox/s3_server.ts";
 import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { errorMessage } from "../../src/util/errors.ts";
-import { runToEnd } from "../_helpers.ts";
+import { runToEnd, testOrSkip } from "../_helpers.ts";
 import { findFiles, type Scenario, ScenarioCluster, stepsOf } from "../scenarios/cluster.ts";
 
 /** Namespace of the workloads. */
@@ -333,11 +333,8 @@ export function e2eTest(
   fn: (e: E2E, t: Deno.TestContext) => Promise<void>,
   skip?: string,
 ): void {
-  const reason = e2eSkipReason() ?? skip;
-  if (reason) report(`SKIP ${name}: ${reason}`);
-  Deno.test({
-    name: reason ? `${name} (skipped: ${reason})` : name,
-    ignore: reason !== undefined,
+  testOrSkip(e2eSkipReason() ?? skip, {
+    name,
     sanitizeResources: false,
     sanitizeOps: false,
     async fn(t) {

@@ -19,7 +19,7 @@ import {
 import { createHash } from "node:crypto";
 import { createServer } from "node:net";
 import { emptyAndDeleteBucket } from "../node/_s3_cleanup.ts";
-import { ROOT, type Running, spawn, waitFor } from "../_helpers.ts";
+import { ROOT, type Running, spawn, testOrSkip, waitFor } from "../_helpers.ts";
 import { S3ClientFactory } from "../../src/s3/client_factory.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 
@@ -496,14 +496,7 @@ export function engineTest(
   reason: string | undefined,
   fn: (t: Deno.TestContext) => Promise<void>,
 ): void {
-  if (reason) Deno.stderr.writeSync(new TextEncoder().encode(`SKIP ${name}: ${reason}\n`));
-  Deno.test({
-    name: reason ? `${name} (skipped: ${reason})` : name,
-    ignore: reason !== undefined,
-    sanitizeResources: false,
-    sanitizeOps: false,
-    fn,
-  });
+  testOrSkip(reason, { name, sanitizeResources: false, sanitizeOps: false, fn });
 }
 
 /** Fail when a mount of ours is left behind (and remove it lazily). */

@@ -18,7 +18,7 @@ import {
 import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
-import { type Running, runToEnd, spawn, waitFor } from "../_helpers.ts";
+import { type Running, runToEnd, spawn, testOrSkip, waitFor } from "../_helpers.ts";
 import {
   ensureWorkDir,
   type Harness,
@@ -84,11 +84,8 @@ export function faultTest(
   fn: (h: Harness, children: Children) => Promise<void>,
   options: { s3?: S3Choice } = {},
 ): void {
-  const reason = faultSkipReason(options.s3);
-  if (reason) Deno.stderr.writeSync(new TextEncoder().encode(`SKIP ${name}: ${reason}\n`));
-  Deno.test({
-    name: reason ? `${name} (skipped: ${reason})` : name,
-    ignore: reason !== undefined,
+  testOrSkip(faultSkipReason(options.s3), {
+    name,
     sanitizeResources: false,
     sanitizeOps: false,
     async fn() {

@@ -39,7 +39,7 @@ import {
 import { hostCommDir } from "../../src/mppod/paths.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
-import { ENTRYPOINTS, type Running, spawn, spawnBinary, waitFor } from "../_helpers.ts";
+import { ENTRYPOINTS, type Running, spawn, spawnBinary, testOrSkip, waitFor } from "../_helpers.ts";
 import { startTcpProxy, type TcpProxy } from "./_tcp_proxy.ts";
 import {
   engineBin,
@@ -154,15 +154,7 @@ export function nodeTest(
   fn: (t: Deno.TestContext) => Promise<void>,
   options: { s3?: S3Choice; defaultEngine?: Engine } = {},
 ): void {
-  const reason = skipReason(options);
-  if (reason) Deno.stderr.writeSync(new TextEncoder().encode(`SKIP ${name}: ${reason}\n`));
-  Deno.test({
-    name: reason ? `${name} (skipped: ${reason})` : name,
-    ignore: reason !== undefined,
-    sanitizeResources: false,
-    sanitizeOps: false,
-    fn,
-  });
+  testOrSkip(skipReason(options), { name, sanitizeResources: false, sanitizeOps: false, fn });
 }
 
 /** The environment the mounter runs with in tests (a Mountpoint Pod's is as small). */

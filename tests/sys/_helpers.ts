@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { testOrSkip } from "../_helpers.ts";
 import { TimeoutError } from "../../src/util/errors.ts";
 import { clearCloexec, closeFd, mountFuse, openFuse, unmount } from "../../src/sys/mount.ts";
 import { normalizeMountPath, readMountInfo } from "../../src/sys/mountinfo.ts";
@@ -46,9 +47,8 @@ export function privilegedTest(
   reason: string | undefined,
   fn: (t: Deno.TestContext) => Promise<void>,
 ): void {
-  Deno.test({
-    name: reason ? `${name} (skipped: ${reason})` : name,
-    ignore: reason !== undefined,
+  testOrSkip(reason, {
+    name,
     sanitizeResources: false, // FFI fds and child processes are tracked by hand
     fn,
   });
