@@ -156,6 +156,14 @@ export function testOrSkip(skip: string | undefined, def: Deno.TestDefinition): 
   });
 }
 
+/** A TCP port on 127.0.0.1 that was free a moment ago (the kernel's pick for port 0). */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
 /** Why the real kube-apiserver tier cannot be used by a test, or undefined when it can. */
 export function realTierSkipReason(): string | undefined {
   return Deno.env.get("KUBE_REAL_KUBECONFIG")

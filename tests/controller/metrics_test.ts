@@ -9,16 +9,9 @@
 import assert from "node:assert/strict";
 import { EVENTS, NAMESPACES, PODS, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
 import type { Pod } from "../../src/kube/types.ts";
-import { waitFor } from "../_helpers.ts";
+import { freePort, waitFor } from "../_helpers.ts";
 import { clusterKinds, clusterTest, testCluster } from "./_cluster.ts";
 import { fixture, stopController } from "./_fixture.ts";
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 /** Prometheus text → `name{labels}` → value (label order as served). */
 async function scrape(port: number): Promise<Map<string, number>> {

@@ -16,16 +16,9 @@ import type { Container, Manifest, Probe } from "../../src/deploy/k8s_objects.ts
 import { containersOf, renderManifests } from "../../src/deploy/render.ts";
 import { PROVISIONER_SOCKET_DIR } from "../../src/deploy/render_provisioner.ts";
 import { resolveValues } from "../../src/deploy/values_validate.ts";
-import { exists, spawnBinary, tempDir, waitFor } from "../_helpers.ts";
+import { exists, freePort, spawnBinary, tempDir, waitFor } from "../_helpers.ts";
 import { deployCluster } from "./_deploy_cluster.ts";
 import { ensureCrd } from "../controller/_cluster.ts";
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 function probeUrl(c: Container, p: Probe): string {
   assert.ok(p.httpGet, `${c.name}: not an HTTP probe`);

@@ -26,7 +26,7 @@ import type { S3Env } from "../testbed/sandbox/s3_server.ts";
 import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { errorMessage } from "../../src/util/errors.ts";
-import { runToEnd, testOrSkip } from "../_helpers.ts";
+import { freePort, runToEnd, testOrSkip } from "../_helpers.ts";
 import { findFiles, type Scenario, ScenarioCluster, stepsOf } from "../scenarios/cluster.ts";
 
 /** Namespace of the workloads. */
@@ -254,13 +254,6 @@ export async function withSandbox(
   }
   if (failure) throw failure;
   if (leaks.length) throw new Error(`teardown found: ${leaks.join("\n")}`);
-}
-
-function freePort(): number {
-  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (probe.addr as Deno.NetAddr).port;
-  probe.close();
-  return port;
 }
 
 /**

@@ -5,7 +5,7 @@
  */
 import { Buffer } from "node:buffer";
 import { connect, createServer, type Server as NetServer, type Socket } from "node:net";
-import { freePort } from "./_engine.ts";
+import { freePort } from "../_helpers.ts";
 
 /** What the proxy saw. */
 export interface ProxyLog {
@@ -92,7 +92,7 @@ export async function startProxy(): Promise<{ url: string; log: ProxyLog } & Asy
     };
     client.on("data", onData);
   });
-  const port = await freePort();
+  const port = freePort();
   await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
   return {
     url: `http://127.0.0.1:${port}`,

@@ -17,9 +17,8 @@ import {
   type S3Client,
 } from "@aws-sdk/client-s3";
 import { createHash } from "node:crypto";
-import { createServer } from "node:net";
 import { emptyAndDeleteBucket } from "../node/_s3_cleanup.ts";
-import { ROOT, type Running, spawn, testOrSkip, waitFor } from "../_helpers.ts";
+import { freePort, ROOT, type Running, spawn, testOrSkip, waitFor } from "../_helpers.ts";
 import { S3ClientFactory } from "../../src/s3/client_factory.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 
@@ -128,22 +127,13 @@ export function rgwReason(): string | undefined {
     })`;
 }
 
-/** A free TCP port on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as { port: number }).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 /** Start a private versitygw (own port and state dir), stopped and purged on dispose. */
 export async function startVersitygw(options: { tls?: boolean } = {}): Promise<Server> {
   const stateDir = await Deno.makeTempDir({ dir: "/var/tmp", prefix: "s3csi-engine-vgw-" });
   await Deno.remove(stateDir);
   const env = {
     VGW_STATE_DIR: stateDir,
-    VGW_PORT: String(await freePort()),
+    VGW_PORT: String(freePort()),
     VGW_TLS: options.tls ? "1" : "0",
   };
   const stop = () =>

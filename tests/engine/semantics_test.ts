@@ -12,7 +12,6 @@ import {
   engineTest,
   errno,
   failingEngine,
-  freePort,
   fuseReason,
   mountEngine,
   startVersitygw,
@@ -20,6 +19,7 @@ import {
   withBucket,
 } from "./_engine.ts";
 import { clearCloexec, closeFd, mountFuse, openFuse } from "../../src/sys/mount.ts";
+import { freePort } from "../_helpers.ts";
 
 const reason = fuseReason() ?? versitygwReason();
 
@@ -250,7 +250,7 @@ engineTest(
           {
             what: "nothing listens",
             args: [bucket, dir],
-            env: engineEnv(server, { AWS_ENDPOINT_URL: `http://127.0.0.1:${await freePort()}` }),
+            env: engineEnv(server, { AWS_ENDPOINT_URL: `http://127.0.0.1:${freePort()}` }),
             code: 6,
             line: /cannot reach bucket/,
           },

@@ -13,7 +13,6 @@ import {
   engineEnv,
   engineTest,
   failingEngine,
-  freePort,
   fuseReason,
   mountEngine,
   objectSha256,
@@ -26,6 +25,7 @@ import {
   versitygwReason,
   writeWithDd,
 } from "./_engine.ts";
+import { freePort } from "../_helpers.ts";
 
 const reason = fuseReason() ?? versitygwReason() ?? opensslReason();
 
@@ -128,7 +128,7 @@ engineTest(
           args: [bucket.name, dir, "--force-path-style"],
           env: engineEnv(server, {
             AWS_CA_BUNDLE: server.caFile!,
-            HTTPS_PROXY: `http://127.0.0.1:${await freePort()}`,
+            HTTPS_PROXY: `http://127.0.0.1:${freePort()}`,
           }),
         });
         assert.equal(r.code, 6, r.stderr);

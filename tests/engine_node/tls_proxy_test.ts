@@ -15,7 +15,7 @@
 import assert from "node:assert/strict";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
 import { startProxy } from "../engine/_counting_proxy.ts";
-import { freePort, objectSha256, sha256, testBytes, writeWithDd } from "../engine/_engine.ts";
+import { objectSha256, sha256, testBytes, writeWithDd } from "../engine/_engine.ts";
 import {
   engineNodeTest,
   enginePid,
@@ -23,6 +23,7 @@ import {
   publishVolume,
   startEngineNode,
 } from "./_engine_node.ts";
+import { freePort } from "../_helpers.ts";
 
 engineNodeTest(
   "HTTPS with a private CA works only with the CA bundle of the Mountpoint Pod",
@@ -80,7 +81,7 @@ engineNodeTest("the node plugin's proxy setting is used by the engine", async ()
 engineNodeTest(
   "a proxy that does not answer fails the publish (requests depend on it)",
   async () => {
-    const dead = `http://127.0.0.1:${await freePort()}`;
+    const dead = `http://127.0.0.1:${freePort()}`;
     await using h = await startEngineNode({
       nodeArgs: ["--bucket-check=false"],
       nodeEnv: { HTTP_PROXY: dead, http_proxy: dead },

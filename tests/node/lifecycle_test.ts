@@ -7,15 +7,8 @@ import assert from "node:assert/strict";
 import type { KubeObject } from "../../src/kube/client.ts";
 import { NODES, PODS } from "../../src/kube/resources.ts";
 import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
-import { exists, waitFor } from "../_helpers.ts";
+import { exists, freePort, waitFor } from "../_helpers.ts";
 import { kubeletMkdirParent, NODE, nodeTest, startHarness } from "./_harness.ts";
-
-function freePort(): number {
-  const l = Deno.listen({ port: 0, hostname: "127.0.0.1" });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 nodeTest("taint removed, metrics served, deleted and orphaned sources cleaned", async () => {
   const port = freePort();

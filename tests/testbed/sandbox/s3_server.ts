@@ -12,6 +12,7 @@
  */
 import { errorMessage } from "../../../src/util/errors.ts";
 import { ChildProcess, REPO_ROOT } from "./child_process.ts";
+import { freePort } from "../../_helpers.ts";
 
 /** Which server to use. */
 export type S3Choice = "auto" | "versitygw" | "rgw" | "s3rver";
@@ -68,13 +69,6 @@ export function sandboxRgwEnv(): Record<string, string> {
 
 /** State dir prefix of the sandbox's own versitygw (one per run, like its RGW). */
 export const SANDBOX_VGW_STATE_DIR = "/var/tmp/s3csi-sandbox-vgw";
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 async function startVersitygw(logDir: string, signal: AbortSignal): Promise<S3Server> {
   const env = {
