@@ -84,7 +84,6 @@ async function startVersitygw(logDir: string, signal: AbortSignal): Promise<S3Se
       stdout: "null",
       stderr: "null",
     }).output();
-    await Deno.remove(`${env.VGW_STATE_DIR}.lock`).catch(() => {});
   };
   const out = await new Deno.Command("bash", {
     args: [`${dir}/start.sh`],

@@ -24,6 +24,8 @@ esac
 [[ "$STATE_DIR" == /* && "$STATE_DIR" != / ]] || vgw_die "VGW_STATE_DIR must be an absolute path other than /"
 if [ ! -d "$STATE_DIR" ]; then
   vgw_log "nothing to stop ($STATE_DIR does not exist)"
+  # A start that failed before making the state dir leaves only its lock file.
+  if ((PURGE)); then rm -f "$LOCK_FILE"; fi
   exit 0
 fi
 [[ -e "$STATE_DIR/.s3csi-versitygw" || -z "$(ls -A "$STATE_DIR")" ]] ||
