@@ -19,11 +19,12 @@ import { CsiServer } from "../csi/server.ts";
 import { loadKubeConfig } from "../kube/kube_config.ts";
 import { RestKubeClient } from "../kube/rest_client.ts";
 import { AwsBucketProbe } from "../s3/bucket_probe.ts";
+import { readCaBundle } from "../s3/ca_bundle.ts";
 import { RealFiles } from "../sys/files.ts";
 import { RealSys } from "../sys/sys.ts";
 import type { Engine } from "../mppod/mount_message.ts";
 import type { ParsedConfig } from "../util/config.ts";
-import { ConfigError, errorMessage } from "../util/errors.ts";
+import { errorMessage } from "../util/errors.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
@@ -65,18 +66,7 @@ export async function runNode(
   const health = new HealthChecker(files, { timeoutMs: 3000 });
   const unmounter = new Unmounter({ sys, files, pods, locks, health, kubeletRoot });
   const metrics = new PromNodeMetrics({ sys, health, kubeletRoot });
-  let caBundlePem: string | undefined;
-  const caPath = config["s3-ca-bundle"];
-  if (caPath) {
-    try {
-      caBundlePem = await Deno.readTextFile(caPath);
-    } catch (err) {
-      throw new ConfigError(`--s3-ca-bundle / AWS_CA_BUNDLE: ${errorMessage(err)}`);
-    }
-    if (!caBundlePem.includes("-----BEGIN CERTIFICATE-----")) {
-      throw new ConfigError(`--s3-ca-bundle / AWS_CA_BUNDLE: "${caPath}" holds no PEM certificate`);
-    }
-  }
+  const caBundlePem = await readCaBundle(config["s3-ca-bundle"]);
   const probe = config["bucket-check"] ? new AwsBucketProbe({ caBundlePem }) : undefined;
   probe?.warm().catch(() => {});
   const publisher = new Publisher({

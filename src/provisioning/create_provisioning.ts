@@ -6,8 +6,8 @@
  * @module
  */
 import type { ProvisioningSettings } from "../options/provisioning_options.ts";
-import { ConfigError, errorMessage } from "../util/errors.ts";
 import { awsBucketStores } from "../s3/aws_bucket_store.ts";
+import { readCaBundle } from "../s3/ca_bundle.ts";
 import { S3ClientFactory } from "../s3/client_factory.ts";
 import { ControllerService } from "./controller_service.ts";
 import { driverCredentialsFromEnv } from "./credentials.ts";
@@ -31,18 +31,7 @@ export async function createProvisioning(
   settings: ProvisioningSettings,
   env: (name: string) => string | undefined = (n) => Deno.env.get(n),
 ): Promise<Provisioning> {
-  let caBundlePem: string | undefined;
-  const caPath = settings["s3-ca-bundle"];
-  if (caPath) {
-    try {
-      caBundlePem = await Deno.readTextFile(caPath);
-    } catch (err) {
-      throw new ConfigError(`--s3-ca-bundle / AWS_CA_BUNDLE: ${errorMessage(err)}`);
-    }
-    if (!caBundlePem.includes("-----BEGIN CERTIFICATE-----")) {
-      throw new ConfigError(`--s3-ca-bundle / AWS_CA_BUNDLE: "${caPath}" holds no PEM certificate`);
-    }
-  }
+  const caBundlePem = await readCaBundle(settings["s3-ca-bundle"]);
   const endpoint = settings["s3-endpoint-url"] || undefined;
   const clients = new S3ClientFactory({
     endpoint,
