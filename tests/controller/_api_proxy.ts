@@ -85,6 +85,8 @@ export class ApiProxy implements AsyncDisposable {
   readonly #sockets = new Set<net.Socket>();
   #frozen = false;
   readonly #onThaw = new Set<() => void>();
+  /** Upstream connections still reading answers for clients that went away. */
+  readonly #draining = new Set<() => void>();
 
   private constructor(server: net.Server, kubeconfigPath: string) {
     this.#server = server;
@@ -126,6 +128,11 @@ export class ApiProxy implements AsyncDisposable {
     return holder.proxy;
   }
 
+  /** Upstream connections still reading answers for clients that closed (they close after). */
+  get draining(): number {
+    return this.#draining.size;
+  }
+
   /** Hang every connection: nothing passes until {@link thaw}. */
   freeze(): void {
     this.#frozen = true;
@@ -158,12 +165,35 @@ export class ApiProxy implements AsyncDisposable {
     let inChunked = false;
     let held = false;
     let closed = false;
+    /** The upstream connection is kept after the client closed while answers are outstanding. */
+    let drainTimer: ReturnType<typeof setTimeout> | undefined;
+    const closeUpstream = () => {
+      clearTimeout(drainTimer);
+      upstream?.destroy();
+    };
     const close = () => {
-      if (closed) return;
+      if (closed) {
+        // The upstream connection, kept to read outstanding answers, ended too.
+        if (upstream?.destroyed) {
+          this.#draining.delete(closeUpstream);
+          clearTimeout(drainTimer);
+        }
+        return;
+      }
       closed = true;
       this.#sockets.delete(client);
       client.destroy();
-      upstream?.destroy();
+      // A request already forwarded is acted on by the server even when its client died (a
+      // SIGKILLed leader): read its answer, so its record says when the server had acted.
+      if (waiting.length === 0 || upstream === undefined || upstream.destroyed) {
+        closeUpstream();
+      } else {
+        this.#draining.add(closeUpstream);
+        drainTimer = setTimeout(() => {
+          this.#draining.delete(closeUpstream);
+          closeUpstream();
+        }, 30_000);
+      }
     };
     const pumpRequests = () => {
       if (closed || held) return;
@@ -209,9 +239,17 @@ export class ApiProxy implements AsyncDisposable {
         pumpRequests();
       });
     };
+    /** Pass answer bytes on; after the client closed they are only parsed, for the records. */
+    const deliver = (b: Buffer) => {
+      if (!closed) client.write(b);
+      else if (waiting.length === 0 && inBody === 0 && !inChunked) {
+        this.#draining.delete(closeUpstream);
+        closeUpstream();
+      }
+    };
     // Answers: note the status of each, then pass the bytes on (only while not frozen).
     const pumpResponses = () => {
-      if (closed) return;
+      if (closed && upstream?.destroyed !== false) return;
       if (this.#frozen) {
         this.#whenThawed(pumpResponses);
         return;
@@ -232,7 +270,7 @@ export class ApiProxy implements AsyncDisposable {
             n = Math.min(inBody, fromServer.length);
             inBody -= n;
           }
-          client.write(fromServer.subarray(0, n));
+          deliver(fromServer.subarray(0, n));
           fromServer = fromServer.subarray(n);
           continue;
         }
@@ -248,7 +286,7 @@ export class ApiProxy implements AsyncDisposable {
         const noBody = req?.head || status === 204 || status === 304 || status < 200;
         if (!noBody && /^transfer-encoding:.*chunked/im.test(head)) inChunked = true;
         else if (!noBody) inBody = Number(headerValue(head, "content-length") ?? 0);
-        client.write(fromServer.subarray(0, end + 4));
+        deliver(fromServer.subarray(0, end + 4));
         fromServer = fromServer.subarray(end + 4);
       }
     };
@@ -265,6 +303,8 @@ export class ApiProxy implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     this.thaw();
     for (const s of this.#sockets) s.destroy();
+    for (const c of [...this.#draining]) c();
+    this.#draining.clear();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 }
