@@ -63,6 +63,56 @@ async function childPids(pid: number): Promise<number[]> {
   return r.stdout.trim().split("\n").filter(Boolean).map(Number);
 }
 
+/** CPU seconds (user + system) a process has used so far. */
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+  // Fields after the command name (which may hold spaces): utime and stime are fields 14 and 15.
+  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(rest[11]) + Number(rest[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+/** Busy and total jiffies of all CPUs (from /proc/stat). */
+async function machineCpu(): Promise<{ busy: number; total: number }> {
+  const line = (await Deno.readTextFile("/proc/stat")).split("\n")[0]!;
+  const f = line.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.reduce((a, b) => a + b, 0);
+  return { busy: total - f[3]! - f[4]!, total }; // idle and iowait
+}
+
+/** The S3 server process listening on `endpoint`'s port (versitygw, started by the harness). */
+async function s3ServerPid(endpoint: string): Promise<number | undefined> {
+  const port = new URL(endpoint).port;
+  for await (const e of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(e.name)) continue;
+    const cmd = await Deno.readTextFile(`/proc/${e.name}/cmdline`).catch(() => "");
+    if (cmd.includes("versitygw") && cmd.includes(`:${port}\0`)) return Number(e.name);
+  }
+  return undefined;
+}
+
+/**
+ * CPU used while `fn` runs: seconds of each process in `pids` and how busy the whole machine was
+ * (percent of all its CPUs), the evidence of whether a figure is bound by CPU.
+ */
+async function withCpu<T>(
+  pids: readonly (number | undefined)[],
+  fn: () => Promise<T>,
+): Promise<{ value: T; seconds: (number | undefined)[]; busyPct: number }> {
+  const read = (pid: number | undefined) => pid === undefined ? undefined : cpuSeconds(pid);
+  const before = await Promise.all(pids.map(read));
+  const m0 = await machineCpu();
+  const value = await fn();
+  const m1 = await machineCpu();
+  const after = await Promise.all(pids.map(read));
+  return {
+    value,
+    seconds: before.map((b, i) => b === undefined ? undefined : after[i]! - b),
+    busyPct: (100 * (m1.busy - m0.busy)) / Math.max(1, m1.total - m0.total),
+  };
+}
+
+const cpuText = (s: number | undefined) => (s === undefined ? "?" : s.toFixed(2));
+
 async function loadAverage(): Promise<string> {
   return (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
 }
@@ -86,8 +136,14 @@ function request(h: Harness, engine: Engine, podUID: string, pv: string): NodePu
 /** Figures of one engine: metric → value. */
 type Figures = Map<string, string>;
 
-/** Publish figures and idle RSS of `engine`; resolves with the target of a published volume. */
-async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promise<string> {
+/** A volume kept published for the throughput figures, and its engine process. */
+interface Published {
+  readonly target: string;
+  readonly enginePid: number | undefined;
+}
+
+/** Publish figures and idle RSS of `engine`; resolves with a volume that stays published. */
+async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promise<Published> {
   const tag = engine === "mount-s3" ? "m" : "r";
   // 1a. New source mount on a Running Mountpoint Pod.
   const fresh: number[] = [];
@@ -153,7 +209,10 @@ async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promis
   );
 
   // The shared volume stays published for the throughput figures.
-  return h.target(uids[0]!, pv);
+  return {
+    target: h.target(uids[0]!, pv),
+    enginePid: (await childPids(shared.mounter.child.pid))[0],
+  };
 }
 
 /**
@@ -163,7 +222,7 @@ async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promis
  */
 async function benchThroughput(
   h: Harness,
-  targets: ReadonlyMap<Engine, string>,
+  targets: ReadonlyMap<Engine, Published>,
   figures: ReadonlyMap<Engine, Figures>,
 ): Promise<void> {
   const data = new Uint8Array(SIZE);
@@ -191,14 +250,25 @@ async function benchThroughput(
   const get: number[] = [];
   const write = new Map<Engine, number[]>(ENGINES.map((e) => [e, []]));
   const read = new Map<Engine, number[]>(ENGINES.map((e) => [e, []]));
+  // CPU during each read: [reader or engine s, S3 server s, machine busy %] per run.
+  const server = await s3ServerPid(h.rgw.S3_ENDPOINT!);
+  const getCpu: number[][] = [];
+  const readCpu = new Map<Engine, number[][]>(ENGINES.map((e) => [e, []]));
+  const row = (c: { seconds: (number | undefined)[]; busyPct: number }) => [
+    c.seconds[0] ?? NaN,
+    c.seconds[1] ?? NaN,
+    c.busyPct,
+  ];
   for (let run = 0; run < RUNS; run++) {
     const key = `direct-${run}.bin`;
     let t0 = performance.now();
     await h.s3.send(new PutObjectCommand({ Bucket: h.bucket, Key: key, Body: data }));
     put.push(performance.now() - t0);
     t0 = performance.now();
-    const n = await sdkGet(key);
+    const g = await withCpu([Deno.pid, server], () => sdkGet(key));
     get.push(performance.now() - t0);
+    getCpu.push(row(g));
+    const n = g.value;
     if (n !== SIZE) throw new Error(`SDK GET returned ${n} bytes`);
     const order = run % 2 === 0 ? ENGINES : [...ENGINES].reverse();
     for (const engine of order) {
@@ -206,9 +276,14 @@ async function benchThroughput(
       if (!target) continue;
       // dd, like a workload (bs=1M sequential; conv=fsync: the upload is complete when dd ends).
       write.get(engine)!.push(
-        await dd(["if=/dev/zero", `of=${target}/${engine}-${run}.bin`, "conv=fsync"]),
+        await dd(["if=/dev/zero", `of=${target.target}/${engine}-${run}.bin`, "conv=fsync"]),
       );
-      read.get(engine)!.push(await dd([`if=${target}/${key}`, "of=/dev/null"]));
+      const r = await withCpu(
+        [target.enginePid, server],
+        () => dd([`if=${target.target}/${key}`, "of=/dev/null"]),
+      );
+      read.get(engine)!.push(r.value);
+      readCpu.get(engine)!.push(row(r));
     }
   }
   const [sdkPutMs, sdkGetMs] = [median(put), median(get)];
@@ -224,7 +299,37 @@ async function benchThroughput(
       `read ${mib} MiB: mount / SDK GET MB/s (ratio)`,
       `${mbps(r).toFixed(0)} / ${mbps(sdkGetMs).toFixed(0)} (${(sdkGetMs / r).toFixed(2)})`,
     );
+    f.set(
+      "CPU during the SDK GET: client / S3 server s; machine busy %",
+      cpuFigure(getCpu),
+    );
+    f.set(
+      "CPU during the mount read: engine / S3 server s; machine busy %",
+      cpuFigure(readCpu.get(engine)!),
+    );
+    // What the whole machine spent per read, and the rate it would give with every CPU busy:
+    // a read path that needs more CPU per byte than the machine has cannot go faster.
+    const cores = navigator.hardwareConcurrency;
+    const ceiling = (rows: number[][], ms: number) => {
+      const cpuS = (median(rows.map((r) => r[2]!)) / 100) * cores * (ms / 1000);
+      return { cpuS, mbps: SIZE / 1e6 / (cpuS / cores) };
+    };
+    const m = ceiling(readCpu.get(engine)!, r);
+    const sdk = ceiling(getCpu, sdkGetMs);
+    f.set(
+      `machine CPU s per read, mount / SDK GET → MB/s with all ${cores} vCPUs busy (ratio)`,
+      `${m.cpuS.toFixed(2)} / ${sdk.cpuS.toFixed(2)} → ${m.mbps.toFixed(0)} / ${
+        sdk.mbps.toFixed(0)
+      } (${(m.mbps / sdk.mbps).toFixed(2)})`,
+    );
   }
+}
+
+/** Medians of [process s, server s, busy %] rows, as a table cell. */
+function cpuFigure(rows: number[][]): string {
+  const col = (i: number) => median(rows.map((r) => r[i]!).filter((x) => Number.isFinite(x)));
+  const sec = (i: number) => rows.some((r) => Number.isFinite(r[i])) ? cpuText(col(i)) : "?";
+  return `${sec(0)} / ${sec(1)}; ${col(2).toFixed(0)} %`;
 }
 
 /** The issue's goal for a metric row, when it has one. */
@@ -250,7 +355,7 @@ async function main(): Promise<number> {
   });
   const figures = new Map<Engine, Figures>();
   const failures: string[] = [];
-  const targets = new Map<Engine, string>();
+  const targets = new Map<Engine, Published>();
   const failed = (what: string, err: unknown) =>
     failures.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
   for (const engine of ENGINES) {
