@@ -51,3 +51,43 @@ kr_live_pid() {
   pid="$(cat "$f" 2>/dev/null || true)"
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
 }
+
+# kr_stop_pidfile NAME PIDFILE TIMEOUT LOGFN: stop the process of PIDFILE if it is alive and is
+# our NAME binary (a recycled pid is left alone): SIGTERM, TIMEOUT seconds, then SIGKILL. Removes
+# the pid file. Returns 1 only when the process survived SIGKILL.
+kr_stop_pidfile() {
+  local name="$1" f="$2" timeout="$3" logfn="$4" pid i cmd
+  pid="$(kr_live_pid "$f")" || {
+    rm -f "$f"
+    return 0
+  }
+  cmd="$( (tr '\0' ' ' <"/proc/$pid/cmdline") 2>/dev/null | cut -d' ' -f1)"
+  if [ -z "$cmd" ]; then # exited, not yet reaped (a zombie has no command line)
+    rm -f "$f"
+    return 0
+  fi
+  if [ "${cmd##*/}" != "$name" ]; then
+    "$logfn" "pid $pid in $f is '$cmd', not $name; not killing it"
+    rm -f "$f"
+    return 0
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < timeout * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    "$logfn" "$name (pid $pid) ignored SIGTERM for ${timeout}s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
+  if kill -0 "$pid" 2>/dev/null; then
+    "$logfn" "$name (pid $pid) still alive"
+    return 1
+  fi
+  rm -f "$f"
+  "$logfn" "stopped $name (pid $pid)"
+}

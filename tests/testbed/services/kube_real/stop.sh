@@ -21,38 +21,7 @@ fi
 
 failed=0
 stop_one() { # stop_one NAME: SIGTERM, bounded wait, then SIGKILL
-  local name="$1" f="$KR_STATE/$1.pid" pid i cmd
-  pid="$(kr_live_pid "$f")" || {
-    rm -f "$f"
-    return 0
-  }
-  # Guard against a recycled pid: the process must be our binary.
-  cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -d' ' -f1)"
-  if [ "${cmd##*/}" != "$name" ]; then
-    kr_log "pid $pid in $f is '$cmd', not $name; not killing it"
-    rm -f "$f"
-    return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    kr_log "$name (pid $pid) ignored SIGTERM for ${STOP_TIMEOUT}s; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-  fi
-  if kill -0 "$pid" 2>/dev/null; then
-    kr_log "$name (pid $pid) still alive"
-    failed=1
-    return 0
-  fi
-  rm -f "$f"
-  kr_log "stopped $name (pid $pid)"
+  kr_stop_pidfile "$1" "$KR_STATE/$1.pid" "$STOP_TIMEOUT" kr_log || failed=1
 }
 
 stop_one kube-controller-manager

@@ -36,35 +36,7 @@ KCFG="$RN_STATE/kubeconfig"
 kc() { "$KR_BIN/kubectl" --kubeconfig "$KCFG" --request-timeout=10s "$@"; }
 
 stop_one() { # stop_one NAME: SIGTERM, bounded wait, then SIGKILL (pid checked to be ours)
-  local name="$1" f="$RN_STATE/$1.pid" pid i cmd
-  pid="$(kr_live_pid "$f")" || {
-    rm -f "$f"
-    return 0
-  }
-  cmd="$( (tr '\0' ' ' <"/proc/$pid/cmdline") 2>/dev/null | cut -d' ' -f1)"
-  if [ -z "$cmd" ]; then # exited, not yet reaped (a zombie has no command line)
-    rm -f "$f"
-    return 0
-  fi
-  if [ "${cmd##*/}" != "$name" ]; then
-    rn_log "pid $pid in $f is '$cmd', not $name; not killing it"
-    rm -f "$f"
-    return 0
-  fi
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < STOP_TIMEOUT * 10; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    rn_log "$name (pid $pid) ignored SIGTERM for ${STOP_TIMEOUT}s; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-  fi
-  rm -f "$f"
+  kr_stop_pidfile "$1" "$RN_STATE/$1.pid" "$STOP_TIMEOUT" rn_log || rm -f "$RN_STATE/$1.pid"
 }
 alive() { kr_live_pid "$RN_STATE/$1.pid" >/dev/null; }
 

@@ -76,6 +76,8 @@ LOCK_FILE="${STATE_DIR%/}.lock"
 T0=$(date +%s.%N)
 DEADLINE=0
 STARTED=0
+# shellcheck source=rgw_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/rgw_lib.sh"
 
 log() { printf '[rgw_start %5.1fs] %s\n' "$(elapsed)" "$*" >&2; }
 die() { printf 'rgw_start: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -137,45 +139,9 @@ ceph_version() { ceph-mon --version 2>/dev/null | awk '{print $3}'; }
 # ---------------------------------------------------------------- processes
 pid_of() { cat "$RUN_DIR/$1.pid" 2>/dev/null || true; }
 
-# A pid file counts only if the process is a ceph binary using *our* ceph.conf,
-# so a recycled pid or someone else's cluster is never signalled.
-is_ours() {
-  local pid="$1" a exe found=0
-  local -a args=()
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  # argv via a builtin (no fork per process when scanning /proc); not
-  # /proc/PID/comm: Ceph 18's radosgw renames its main thread "notif-worker0".
-  mapfile -d '' -t args 2>/dev/null <"/proc/$pid/cmdline" || return 1
-  for a in "${args[@]}"; do [[ "$a" == "$CONF" ]] && { found=1; break; }; done
-  ((found)) || return 1
-  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  case "${exe##*/}" in ceph-mon|ceph-osd|radosgw) return 0;; esac
-  return 1
-}
-
-# alive PID...: true while any PID is a live (not zombie) process. Used for
-# "did our fresh child die"; is_ours decides what may be signalled.
-alive() {
-  local p st
-  for p in "$@"; do
-    st=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1) || true
-    [[ -n "$st" && "$st" != Z ]] && return 0
-  done
-  return 1
-}
-
 all_running() {
   local d
   for d in "${DAEMONS[@]}"; do is_ours "$(pid_of "$d")" || return 1; done
-}
-
-# ours_by_scan: pids of ceph daemons whose argv names this state dir's
-# ceph.conf, for daemons whose pid file was lost.
-ours_by_scan() {
-  local d
-  for d in /proc/[0-9]*; do
-    if is_ours "${d#/proc/}"; then echo "${d#/proc/}"; fi
-  done
 }
 
 kill_leftovers() {
