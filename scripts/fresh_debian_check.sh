@@ -15,7 +15,8 @@
 #   sudo scripts/fresh_debian_check.sh 13 --keep # keep the root for inspection
 #   sudo scripts/fresh_debian_check.sh 12 --reuse /var/tmp/s3csi-fresh-bookworm-XXXX
 #        # a kept root again, with this checkout's HEAD copied in afresh: setup.sh and the two
-#        # commands only (not a fresh machine any more: to iterate on a fix it found)
+#        # commands only (not a fresh machine any more: to iterate on a fix it found);
+#        # TEST_PATHS=tests/real_node/ (and TEST_FILTER) narrow the test command there
 #
 # How it runs, so that it proves the claim and disturbs nothing else on the machine:
 #   - the root lives in /var/tmp/s3csi-fresh-<release>-XXXX; everything runs chrooted there in
@@ -172,11 +173,19 @@ in_root 'cd /srv/s3-csi && bash scripts/setup.sh' || rc=$?
 phase_done "scripts/setup.sh (online)" "$t" "$rc"
 
 # ---- phase 2 (offline): the README's two commands, verbatim -----------------------------------
+# With --reuse, TEST_PATHS / TEST_FILTER (scripts/test.sh) may narrow the test command to the
+# tiers being fixed; a fresh check always runs everything.
+ONLY=""
+if [ -n "$REUSE" ]; then
+  for v in TEST_PATHS TEST_FILTER; do
+    if [ -n "${!v:-}" ]; then ONLY+="$v=$(printf '%q' "${!v}") "; fi
+  done
+fi
 test_rc=99 sandbox_rc=99
 if [ "$rc" -eq 0 ]; then
   t=$SECONDS
   test_rc=0
-  in_root --offline 'cd /srv/s3-csi && CI=true ./scripts/dev test' || test_rc=$?
+  in_root --offline "cd /srv/s3-csi && CI=true $ONLY ./scripts/dev test" || test_rc=$?
   phase_done "CI=true ./scripts/dev test (offline)" "$t" "$test_rc"
   t=$SECONDS
   sandbox_rc=0
