@@ -172,9 +172,10 @@ export class Mounter {
         });
         fds = msg.fds;
         const fd = fds[0]!;
-        const target = sys.fdTarget(fd);
-        if (target !== FUSE_DEVICE) {
-          throw new Error(`The received fd refers to "${target}", not ${FUSE_DEVICE}`);
+        if (!sys.isFuseDevice(fd)) {
+          throw new Error(
+            `The received fd refers to "${sys.fdTarget(fd)}", not the FUSE device ${FUSE_DEVICE}`,
+          );
         }
         const message = parseMountMessage(msg.bytes);
         const command = await this.#command(message, fd);

@@ -103,7 +103,18 @@ Deno.test("Mounter refuses bad messages and keeps waiting", async (t) => {
   const { sys, files, spawner, mounter } = setup();
   const running = mounter.run(new AbortController().signal);
   const cases: [string, Uint8Array, number, RegExp][] = [
-    ["not FUSE", MSG, sys.addFd("/etc/passwd"), /refers to "\/etc\/passwd", not \/dev\/fuse/],
+    [
+      "not FUSE",
+      MSG,
+      sys.addFd("/etc/passwd"),
+      /refers to "\/etc\/passwd", not the FUSE device \/dev\/fuse/,
+    ],
+    [
+      "named /dev/fuse, not the device",
+      MSG,
+      sys.addFd("/dev/fuse", { fuseDevice: false }),
+      /refers to "\/dev\/fuse", not the FUSE device/,
+    ],
     ["bad JSON", new TextEncoder().encode("{"), sys.openFuse(), /not valid UTF-8 JSON/],
     ["too big", new Uint8Array(70_000), sys.openFuse(), /larger than 65536/],
     [
@@ -124,6 +135,17 @@ Deno.test("Mounter refuses bad messages and keeps waiting", async (t) => {
   assert.equal(spawner.spawned.length, 0);
   await send(sys, MSG, sys.openFuse());
   await until(() => spawner.spawned.length);
+  await files.writeFile(`${COMM}/mount.exit`, "");
+  spawner.onExit({ code: 0, signal: null });
+  assert.equal(await running, MOUNTER_EXIT_OK);
+});
+
+Deno.test("Mounter accepts the FUSE device whatever path its fd shows (sender in a chroot)", async () => {
+  const { sys, files, spawner, mounter } = setup();
+  const running = mounter.run(new AbortController().signal);
+  await send(sys, MSG, sys.addFd("/var/tmp/fresh-root/dev/fuse", { fuseDevice: true }));
+  await until(() => spawner.spawned.length);
+  assert.equal(files.files.get(`${COMM}/mount.error`), undefined);
   await files.writeFile(`${COMM}/mount.exit`, "");
   spawner.onExit({ code: 0, signal: null });
   assert.equal(await running, MOUNTER_EXIT_OK);

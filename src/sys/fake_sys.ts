@@ -10,7 +10,7 @@
 import { SysError } from "./errno.ts";
 import { FdPassingError } from "./fd_passing.ts";
 import { findMount, mountContaining, type MountInfo, normalizeMountPath } from "./mountinfo.ts";
-import { DEFAULT_FS_NAME, fuseMountData } from "./mount.ts";
+import { DEFAULT_FS_NAME, FUSE_DEVICE, fuseMountData } from "./mount.ts";
 import type {
   AbortFuseResult,
   AcceptOptions,
@@ -95,6 +95,7 @@ export class FakeSys implements Sys {
   mounts: MountInfo[] = [ROOT_MOUNT];
   /** Open fake fds and what they point at. */
   readonly fds: Map<number, string> = new Map();
+  readonly #fuseFds = new Set<number>();
   /** Readahead values set, by `majorMinor`. */
   readonly readAheadKb: Map<string, number> = new Map();
   /** FUSE connections aborted, by minor. */
@@ -119,10 +120,15 @@ export class FakeSys implements Sys {
     return this.calls.filter((c) => c.op === op);
   }
 
-  /** Add an fd pointing at `target` (for example a received non-FUSE fd). */
-  addFd(target: string): number {
+  /**
+   * Add an fd pointing at `target` (for example a received non-FUSE fd). It is open on the FUSE
+   * device when `target` is `/dev/fuse` or `options.fuseDevice` says so (the device seen under
+   * another path, as from a container or chroot).
+   */
+  addFd(target: string, options: { fuseDevice?: boolean } = {}): number {
     const fd = this.#nextFd++;
     this.fds.set(fd, target);
+    if (options.fuseDevice ?? target === FUSE_DEVICE) this.#fuseFds.add(fd);
     return fd;
   }
 
@@ -251,12 +257,20 @@ export class FakeSys implements Sys {
     this.#record("closeFd", fd);
     this.#fd(fd, "close");
     this.fds.delete(fd);
+    this.#fuseFds.delete(fd);
   }
 
   /** {@inheritDoc Sys.fdTarget} */
   fdTarget(fd: number): string {
     this.#record("fdTarget", fd);
     return this.#fd(fd, "readlink");
+  }
+
+  /** {@inheritDoc Sys.isFuseDevice} See {@link addFd}. */
+  isFuseDevice(fd: number): boolean {
+    this.#record("isFuseDevice", fd);
+    this.#fd(fd, "fstat");
+    return this.#fuseFds.has(fd);
   }
 
   /** {@inheritDoc Sys.clearCloexec} */
@@ -319,7 +333,12 @@ export class FakeSys implements Sys {
       this.#record("sendWithFd", conn, bytes, fd, options);
       const c = conn as FakeConn;
       if (c.closed || c.peer.closed) throw new SysError(32, "sendmsg");
-      c.peer.inbox.push({ bytes: bytes.slice(), fds: [this.addFd(this.#fd(fd, "sendmsg"))] });
+      c.peer.inbox.push({
+        bytes: bytes.slice(),
+        fds: [
+          this.addFd(this.#fd(fd, "sendmsg"), { fuseDevice: this.#fuseFds.has(fd) }),
+        ],
+      });
     });
   }
 
@@ -331,7 +350,10 @@ export class FakeSys implements Sys {
     const fds = c.inbox.flatMap((m) => m.fds);
     const total = c.inbox.reduce((n, m) => n + m.bytes.length, 0);
     const fail = (err: Error) => {
-      for (const fd of fds) this.fds.delete(fd);
+      for (const fd of fds) {
+        this.fds.delete(fd);
+        this.#fuseFds.delete(fd);
+      }
       throw err;
     };
     if (total > options.maxBytes) {

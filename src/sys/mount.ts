@@ -220,6 +220,25 @@ export function fdTarget(fd: number): string {
   return new TextDecoder().decode(buf.subarray(0, n));
 }
 
+/** The FUSE device's numbers (`crw------- 10, 229 /dev/fuse`, the misc device "fuse"). */
+export const FUSE_DEVICE_MAJOR = 10;
+export const FUSE_DEVICE_MINOR = 229;
+
+/**
+ * True when `fd` is open on the FUSE device, judged by what it is (a character device 10:229), not
+ * by its path: the path `/proc/self/fd/<fd>` shows depends on the reader's root (a process in a
+ * container or chroot sees the host's `/dev/fuse` under another name, or none).
+ * @throws {Deno.errors.NotFound} when `fd` is not open
+ */
+export function isFuseDevice(fd: number): boolean {
+  const st = Deno.statSync(`/proc/self/fd/${fd}`);
+  if (!st.isCharDevice || st.rdev === null) return false;
+  // Linux's dev_t: major in bits 8–19 (and 32+), minor in bits 0–7 and 20–31.
+  const major = (st.rdev >>> 8) & 0xfff;
+  const minor = (st.rdev & 0xff) | ((st.rdev >>> 12) & 0xfff00);
+  return major === FUSE_DEVICE_MAJOR && minor === FUSE_DEVICE_MINOR;
+}
+
 /** True when `fd` has `FD_CLOEXEC`. @throws {SysError} */
 export function isCloexec(fd: number): boolean {
   return (check(libc().fcntl(fd, F_GETFD, 0n), "fcntl") & FD_CLOEXEC) !== 0;

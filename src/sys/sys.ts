@@ -16,6 +16,7 @@ import {
   clearCloexec,
   closeFd,
   fdTarget,
+  isFuseDevice,
   mountFuse,
   type MountFuseOptions,
   openFuse,
@@ -97,8 +98,10 @@ export interface Sys {
   setReadAheadKb(majorMinor: string, kb: number): Promise<void>;
   /** Close an fd. */
   closeFd(fd: number): void;
-  /** What an fd refers to (`/proc/self/fd/<fd>`), e.g. `"/dev/fuse"`. */
+  /** What an fd refers to (`/proc/self/fd/<fd>`), e.g. `"/dev/fuse"`; for messages. */
   fdTarget(fd: number): string;
+  /** True when an fd is open on the FUSE device (char 10:229, whatever its path shows). */
+  isFuseDevice(fd: number): boolean;
   /** Clear `FD_CLOEXEC` so a spawned engine inherits the fd. */
   clearCloexec(fd: number): void;
   /** Listen on a unix socket at `path`, replacing a stale socket file. */
@@ -168,6 +171,10 @@ export class RealSys implements Sys {
   /** {@inheritDoc Sys.fdTarget} */
   fdTarget(fd: number): string {
     return fdTarget(fd);
+  }
+  /** {@inheritDoc Sys.isFuseDevice} */
+  isFuseDevice(fd: number): boolean {
+    return isFuseDevice(fd);
   }
   /** {@inheritDoc Sys.clearCloexec} */
   clearCloexec(fd: number): void {

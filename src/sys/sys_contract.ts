@@ -52,6 +52,7 @@ export function sysContract(
     const fd = sys.openFuse();
     try {
       assert.equal(sys.fdTarget(fd), "/dev/fuse");
+      assert.equal(sys.isFuseDevice(fd), true);
       await sys.mountFuse(source, { fd, allowOther: true });
       await sys.bindMount(source, target, { readOnly: true });
       const mounts = await sys.readMountInfo();
@@ -100,6 +101,7 @@ export function sysContract(
       assert.equal(fds.length, 1);
       assert.notEqual(fds[0], fd, "the receiver gets its own fd");
       assert.equal(sys.fdTarget(fds[0]!), "/dev/fuse");
+      assert.equal(sys.isFuseDevice(fds[0]!), true, "the received fd is the FUSE device");
       fds.forEach((f) => sys.closeFd(f));
     } finally {
       sys.closeFd(fd);

@@ -8,7 +8,7 @@
  * @module
  */
 import { receiveWithFds } from "../../src/sys/fd_passing.ts";
-import { clearCloexec, closeFd, fdTarget } from "../../src/sys/mount.ts";
+import { clearCloexec, closeFd, isFuseDevice } from "../../src/sys/mount.ts";
 import { accept, listenUnix } from "../../src/sys/unix_socket.ts";
 import { MAX_MOUNT_MESSAGE_BYTES, parseMountMessage } from "../../src/mppod/mount_message.ts";
 
@@ -23,7 +23,7 @@ async function main(socket: string, dataDir: string): Promise<number> {
   });
   conn.close();
   const fd = fds[0]!;
-  if (fdTarget(fd) !== "/dev/fuse") {
+  if (!isFuseDevice(fd)) {
     closeFd(fd);
     return 3;
   }

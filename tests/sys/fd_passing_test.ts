@@ -10,7 +10,7 @@ import {
   sendWithFd,
   sendWithFds,
 } from "../../src/sys/fd_passing.ts";
-import { closeFd, fdTarget, isCloexec, openFuse } from "../../src/sys/mount.ts";
+import { closeFd, fdTarget, isCloexec, isFuseDevice, openFuse } from "../../src/sys/mount.ts";
 import {
   accept,
   connectUnix,
@@ -91,6 +91,7 @@ privilegedTest(
       try {
         assert.equal(fds.length, 1);
         assert.equal(fdTarget(fds[0]!), "/dev/fuse");
+        assert.equal(isFuseDevice(fds[0]!), true);
         assert.equal(isCloexec(fds[0]!), true, "MSG_CMSG_CLOEXEC applied");
         assert.deepEqual(parseMountMessage(bytes), PEER_MESSAGE);
       } finally {
@@ -189,6 +190,7 @@ privilegedTest(
           await peerResult(child);
           try {
             assert.notEqual(fdTarget(fds[0]!), "/dev/fuse");
+            assert.equal(isFuseDevice(fds[0]!), false);
             assert.equal(fdTarget(fds[0]!), await Deno.realPath("/etc/hostname"));
           } finally {
             fds.forEach(closeFd);

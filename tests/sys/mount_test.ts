@@ -12,11 +12,13 @@ import {
   closeFd,
   fdTarget,
   isCloexec,
+  isFuseDevice,
   mountFuse,
   openFuse,
   setReadAheadKb,
   unmount,
 } from "../../src/sys/mount.ts";
+import { cstr, libc, O_CLOEXEC, O_RDONLY, O_RDWR } from "../../src/sys/libc.ts";
 import { findMount, mountsOfSource, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { waitMountReady } from "../../src/sys/mount_ready.ts";
 import { TimeoutError } from "../../src/util/errors.ts";
@@ -204,6 +206,42 @@ privilegedTest("openFuse(), fdTarget() and clearCloexec()", ROOT, () => {
   assert.throws(() => closeFd(fd), (e: unknown) => isErrno(e, "EBADF"));
   return Promise.resolve();
 });
+
+privilegedTest(
+  "isFuseDevice() judges the device, not the path: /dev/fuse seen through a bind of /dev (a chroot) is FUSE; /dev/null and a file are not",
+  ROOT,
+  async () => {
+    await using dir = await tempDir("fusedev");
+    await Deno.mkdir(`${dir.path}/dev`);
+    bindMount("/dev", `${dir.path}/dev`);
+    const open = (path: string, flags: number) => {
+      const fd = libc().open(cstr(path), flags | O_CLOEXEC, 0);
+      assert.ok(fd >= 0, `open ${path}`);
+      return fd;
+    };
+    const fds: number[] = [];
+    try {
+      const viaChroot = open(`${dir.path}/dev/fuse`, O_RDWR);
+      fds.push(viaChroot);
+      // What the mounter used to compare: the path differs, the device does not.
+      assert.equal(fdTarget(viaChroot), `${dir.path}/dev/fuse`);
+      assert.equal(isFuseDevice(viaChroot), true);
+      const direct = openFuse();
+      fds.push(direct);
+      assert.equal(isFuseDevice(direct), true);
+      const devNull = open("/dev/null", O_RDWR);
+      fds.push(devNull);
+      assert.equal(isFuseDevice(devNull), false, "another character device");
+      const file = open("/etc/hostname", O_RDONLY);
+      fds.push(file);
+      assert.equal(isFuseDevice(file), false, "a regular file");
+    } finally {
+      fds.forEach(closeFd);
+      unmount(`${dir.path}/dev`, { detach: true });
+    }
+    assert.throws(() => isFuseDevice(fds[0]!), Deno.errors.NotFound, "a closed fd");
+  },
+);
 
 privilegedTest("mountFuse() with readOnly sets MS_RDONLY", ROOT, async () => {
   await using dir = await tempDir("fusero");
