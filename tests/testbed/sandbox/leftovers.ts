@@ -5,21 +5,11 @@
  *
  * @module
  */
+import { ancestors } from "../../../scripts/leftovers.ts";
 import { unmount } from "../../../src/sys/mount.ts";
 import { readMountInfo } from "../../../src/sys/mountinfo.ts";
 import { type Crash, describeCrashes } from "./child_process.ts";
 import type { StepReporter } from "./step_reporter.ts";
-
-async function ancestors(): Promise<Set<number>> {
-  const out = new Set<number>();
-  let pid = Deno.pid;
-  while (pid > 1 && !out.has(pid)) {
-    out.add(pid);
-    const stat = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => "");
-    pid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1] ?? 0);
-  }
-  return out;
-}
 
 /**
  * Processes (pid → cmdline) whose command line or environment (other than `KUBECONFIG`) names

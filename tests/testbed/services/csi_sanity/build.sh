@@ -33,17 +33,9 @@ skip() {
 }
 
 export GOTOOLCHAIN=local # never download another toolchain
-find_go() {
-  if [ -n "${CSI_SANITY_GO:-}" ]; then
-    [ -x "$CSI_SANITY_GO" ] && echo "$CSI_SANITY_GO"
-  elif command -v go >/dev/null 2>&1; then
-    command -v go
-  elif [ -x /usr/local/go/bin/go ]; then
-    echo /usr/local/go/bin/go
-  else
-    return 1
-  fi
-}
+# shellcheck source=../go_lib.sh
+. "$HERE/../go_lib.sh"
+find_go() { svc_find_go "${CSI_SANITY_GO:-}"; }
 version_ge() { # version_ge HAVE WANT: both like 1.25.0 / 1.26.8
   [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" = "$2" ]
 }

@@ -32,17 +32,9 @@ kr_skip() {
   exit 3
 }
 
-kr_find_go() {
-  if [ -n "${KUBE_REAL_GO:-}" ]; then
-    [ -x "$KUBE_REAL_GO" ] && echo "$KUBE_REAL_GO"
-  elif command -v go >/dev/null 2>&1; then
-    command -v go
-  elif [ -x /usr/local/go/bin/go ]; then
-    echo /usr/local/go/bin/go
-  else
-    return 1
-  fi
-}
+# shellcheck source=../go_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../go_lib.sh"
+kr_find_go() { svc_find_go "${KUBE_REAL_GO:-}"; }
 
 # Prints the pid stored in $1 if that process is alive, else nothing.
 kr_live_pid() {

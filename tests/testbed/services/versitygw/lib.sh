@@ -14,14 +14,6 @@ vgw_die() { printf 'versitygw: ERROR: %s\n' "$*" >&2; exit 1; }
 # Exit 3 = this machine cannot run versitygw (no Go, no module proxy, ...): callers skip.
 vgw_skip() { printf 'versitygw: SKIP: %s\n' "$*" >&2; exit 3; }
 
-vgw_find_go() {
-  if [ -n "${VGW_GO:-}" ]; then
-    [ -x "$VGW_GO" ] && echo "$VGW_GO"
-  elif command -v go >/dev/null 2>&1; then
-    command -v go
-  elif [ -x /usr/local/go/bin/go ]; then
-    echo /usr/local/go/bin/go
-  else
-    return 1
-  fi
-}
+# shellcheck source=../go_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../go_lib.sh"
+vgw_find_go() { svc_find_go "${VGW_GO:-}"; }
