@@ -4,8 +4,10 @@
 # A cached binary is reused (seconds); a changed crate rebuilds incrementally in the cache's
 # shared target dir.
 #
-# Usage: scripts/build_engine.sh [--no-build]
+# Usage: scripts/build_engine.sh [--no-build | --test]
 #   --no-build   only look in the cache: print the binary if it is built, else exit 3
+#   --test       run the crate's unit tests (cargo test --release, sharing the cache's target dir:
+#                only the crate itself is compiled again); exit 0 passed | 1 failed | 3 cannot
 #   stdout (last line): ENGINE_BIN=<cache>/<key>/mount-s3
 #   exit 0 ok | 1 build failed | 3 cannot build on this machine (reason on stderr)
 #
@@ -22,6 +24,7 @@ CRATE="$ROOT_DIR/src/engine"
 CACHE="${S3CSI_ENGINE_CACHE:-/var/cache/s3csi-engine}"
 TIMEOUT="${S3CSI_ENGINE_BUILD_TIMEOUT:-3600}"
 NO_BUILD=0
+TEST=0
 
 log() { printf 'build_engine: %s\n' "$*" >&2; }
 die() { printf 'build_engine: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -30,7 +33,8 @@ skip() { printf 'build_engine: SKIP: %s\n' "$*" >&2; exit 3; }
 case "${1:-}" in
   "") ;;
   --no-build) NO_BUILD=1 ;;
-  *) printf 'usage: %s [--no-build]\n' "$0" >&2; exit 2 ;;
+  --test) TEST=1 ;;
+  *) printf 'usage: %s [--no-build | --test]\n' "$0" >&2; exit 2 ;;
 esac
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "S3CSI_ENGINE_BUILD_TIMEOUT must be a number of seconds"
 [[ "$CACHE" == /* && "$CACHE" != / ]] || die "S3CSI_ENGINE_CACHE must be an absolute path other than /"
@@ -84,11 +88,12 @@ SRC_KEY="$(sources_hash)"
 KEY="$SRC_KEY-$(printf '%s' "$TOOLCHAIN" | sha256sum | cut -c1-8)"
 BIN="$CACHE/$KEY/mount-s3"
 
-if [ -x "$BIN" ]; then
+if [ -x "$BIN" ] && [ "$TEST" = 0 ]; then
   log "cached: $BIN"
   echo "ENGINE_BIN=$BIN"
   exit 0
 fi
+[ "$TEST" = 1 ] && [ -n "$TOOL_PROBLEM" ] && skip "$TOOL_PROBLEM"
 if [ -n "$TOOL_PROBLEM" ] || [ "$NO_BUILD" = 1 ]; then
   # Same sources built by another toolchain are good enough to run.
   for other in "$CACHE/$SRC_KEY"-*/mount-s3; do
@@ -119,6 +124,16 @@ mkdir -p "$CACHE" 2>/dev/null || skip "cannot create $CACHE (set S3CSI_ENGINE_CA
 [ -w "$CACHE" ] || skip "$CACHE is not writable (set S3CSI_ENGINE_CACHE)"
 exec 9>"$CACHE/.lock"
 flock -w "$TIMEOUT" 9 || die "timed out waiting for another build holding $CACHE/.lock"
+if [ "$TEST" = 1 ]; then
+  log "cargo test --release ($KEY) with $TOOLCHAIN; target dir $CACHE/target"
+  rc=0
+  (
+    cd "$CRATE"
+    CARGO_TARGET_DIR="$CACHE/target" timeout "$TIMEOUT" "$CARGO" test --release --locked >&2
+  ) || rc=$?
+  [ "$rc" -eq 0 ] || die "cargo test failed (exit $rc)"
+  exit 0
+fi
 if [ -x "$BIN" ]; then # built while we waited
   log "cached: $BIN"
   echo "ENGINE_BIN=$BIN"

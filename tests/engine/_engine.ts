@@ -83,6 +83,15 @@ export function engineBin(): { bin?: string; reason?: string } {
   return engine;
 }
 
+/** Why the crate's own (cargo) tests cannot run here: no cargo where build_engine.sh looks. */
+export function cargoReason(): string | undefined {
+  const r = run("bash", [
+    "-c",
+    'test -n "${S3CSI_ENGINE_CARGO:-}" || command -v cargo || test -x "$HOME/.cargo/bin/cargo"',
+  ]);
+  return r.code === 0 ? undefined : "no cargo: run scripts/setup.sh as root";
+}
+
 /** Why FUSE tests cannot run here. */
 export function fuseReason(): string | undefined {
   if (Deno.uid() !== 0) return "needs root";

@@ -18,7 +18,16 @@ import {
   versitygwReason,
   withBucket,
 } from "./_engine.ts";
-import { clearCloexec, closeFd, mountFuse, openFuse } from "../../src/sys/mount.ts";
+import {
+  bindMount,
+  clearCloexec,
+  closeFd,
+  fdTarget,
+  mountFuse,
+  openFuse,
+  unmount,
+} from "../../src/sys/mount.ts";
+import { cstr, libc, O_CLOEXEC, O_RDWR } from "../../src/sys/libc.ts";
 import { freePort } from "../_helpers.ts";
 
 const reason = fuseReason() ?? versitygwReason();
@@ -169,6 +178,41 @@ engineTest(
 );
 
 engineTest(
+  "engine: serves a FUSE fd whose path shows another root (/dev bound elsewhere, as for a caller in a chroot)",
+  reason,
+  () =>
+    withBucket(startVersitygw, async (server, s3, bucket) => {
+      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "hello.txt", Body: "hello" }));
+      const base = await Deno.makeTempDir({ prefix: "s3csi-engine-root-" });
+      const dir = `${base}/mnt`;
+      await Deno.mkdir(`${base}/dev`);
+      await Deno.mkdir(dir);
+      bindMount("/dev", `${base}/dev`);
+      let fd = -1;
+      let mounted;
+      try {
+        fd = libc().open(cstr(`${base}/dev/fuse`), O_RDWR | O_CLOEXEC, 0);
+        assert.ok(fd >= 0, "open <root>/dev/fuse");
+        // What Mountpoint's own check compares, and refuses: the path is not /dev/fuse.
+        assert.equal(fdTarget(fd), `${base}/dev/fuse`);
+        mountFuse(dir, { fd, allowOther: true });
+        clearCloexec(fd);
+        mounted = await mountEngine({ bucket, server, mountPoint: `/dev/fd/${fd}`, dir });
+      } finally {
+        if (fd >= 0) closeFd(fd);
+        unmount(`${base}/dev`, { detach: true });
+      }
+      try {
+        assert.equal(await Deno.readTextFile(`${dir}/hello.txt`), "hello");
+        assert.equal(await mounted.unmount(), 0);
+      } finally {
+        await mounted.unmount();
+        await Deno.remove(base, { recursive: true }).catch(() => {});
+      }
+    }),
+);
+
+engineTest(
   "engine: serves a FUSE fd that the caller mounted (/dev/fd/N), exits 0 after umount",
   reason,
   () =>
@@ -266,7 +310,7 @@ engineTest(
             args: [bucket, "/dev/fd/0"],
             env: engineEnv(server),
             code: 3,
-            line: /mount point \/dev\/fd\/0/,
+            line: /mount point \/dev\/fd\/0 to be the FUSE device/,
           },
           {
             what: "unreadable credentials file",

@@ -4,6 +4,7 @@
 
 mod cli;
 mod exit;
+mod fuse_fd;
 mod logging;
 mod mount;
 mod proxy;

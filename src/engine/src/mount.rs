@@ -15,7 +15,7 @@ use mountpoint_s3_client::user_agent::UserAgent;
 use mountpoint_s3_client::{NewClientError, ObjectClient, S3CrtClient, S3RequestError};
 use mountpoint_s3_fs::data_cache::{CacheLimit, DataCacheConfig, DiskDataCacheConfig, ManagedCacheDir};
 use mountpoint_s3_fs::fs::{CacheConfig, TimeToLive, UploadChecksumAlgorithm};
-use mountpoint_s3_fs::fuse::config::{FuseOptions, FuseSessionConfig, MountPoint};
+use mountpoint_s3_fs::fuse::config::{FuseOptions, FuseSessionConfig};
 use mountpoint_s3_fs::memory::{CandidateSize, MINIMUM_MEM_LIMIT, PagedPool, effective_total_memory};
 use mountpoint_s3_fs::s3::config::{MemoryLimitSetting, PartConfig};
 use mountpoint_s3_fs::s3::{Bucket, Prefix, S3Path, S3Personality};
@@ -26,6 +26,7 @@ use tracing::{info, warn};
 
 use crate::cli::{MountArgs, Ttl, UploadChecksums};
 use crate::exit::{self, Failure, chain};
+use crate::fuse_fd;
 use crate::proxy;
 use crate::settings::{self, S3Settings};
 use crate::version;
@@ -77,7 +78,7 @@ pub fn run(args: &MountArgs) -> Result<(), Failure> {
         }
         None => None,
     };
-    let mount_point = MountPoint::new(&args.mount_point).map_err(|e| {
+    let mount_point = fuse_fd::mount_point(&args.mount_point).map_err(|e| {
         Failure::setup(format!(
             "mount point {}: {}",
             args.mount_point.display(),
