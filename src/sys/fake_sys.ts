@@ -163,7 +163,8 @@ export class FakeSys implements Sys {
   mountFuse(target: string, options: MountFuseOptions): Promise<void> {
     return Promise.resolve().then(() => {
       this.#record("mountFuse", target, options);
-      if (this.#fd(options.fd, "mount") !== "/dev/fuse") {
+      this.#fd(options.fd, "mount");
+      if (!this.#fuseFds.has(options.fd)) {
         throw new SysError(22, "mount", { path: target });
       }
       const minor = this.#nextMinor++;

@@ -231,7 +231,11 @@ export const FUSE_DEVICE_MINOR = 229;
  * @throws {Deno.errors.NotFound} when `fd` is not open
  */
 export function isFuseDevice(fd: number): boolean {
-  const st = Deno.statSync(`/proc/self/fd/${fd}`);
+  return isFuseDeviceFile(Deno.statSync(`/proc/self/fd/${fd}`));
+}
+
+/** True when `st` (a stat of a file or of a `/proc/<pid>/fd/<n>` link) is the FUSE device. */
+export function isFuseDeviceFile(st: Deno.FileInfo): boolean {
   if (!st.isCharDevice || st.rdev === null) return false;
   // Linux's dev_t: major in bits 8–19 (and 32+), minor in bits 0–7 and 20–31.
   const major = (st.rdev >>> 8) & 0xfff;

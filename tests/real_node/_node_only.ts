@@ -12,6 +12,7 @@ import { PODS } from "../../src/kube/resources.ts";
 import { MOUNTPOINT_CONTAINER } from "../../src/mppod/pod_spec.ts";
 import { ANNOTATION_VOLUME_NAME, DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
 import { sourceMountRoot } from "../../src/mppod/paths.ts";
+import { isFuseDeviceFile } from "../../src/sys/mount.ts";
 import { CONTROLLER_CONTAINERS } from "../../src/deploy/render_controller.ts";
 import { NODE_CONTAINERS } from "../../src/deploy/render_node.ts";
 import { CONTROLLER_DEPLOYMENT } from "../../src/deploy/names.ts";
@@ -141,11 +142,16 @@ export async function mountpointIdentity(tier: Tier, step: Step): Promise<void> 
             }`,
           );
         }
+        // By what the fd is (FUSE char device 10:229): the path it shows depends on the reader's
+        // root (<root>/dev/fuse when the node runs in a chroot).
         const fds = await Array.fromAsync(Deno.readDir(`/proc/${engine.pid}/fd`));
-        const targets = await Promise.all(
-          fds.map((f) => Deno.readLink(`/proc/${engine.pid}/fd/${f.name}`).catch(() => "")),
+        const devices = await Promise.all(
+          fds.map((f) => Deno.stat(`/proc/${engine.pid}/fd/${f.name}`).catch(() => undefined)),
         );
-        assert.ok(targets.includes("/dev/fuse"), "the engine holds the passed /dev/fuse fd");
+        assert.ok(
+          devices.some((d) => d !== undefined && isFuseDeviceFile(d)),
+          "the engine holds the passed /dev/fuse fd",
+        );
         report(`Mountpoint container ${mpName}: ${seen.join("; ")}`);
       } finally {
         await e.deletePod(pod.metadata.name).catch(() => {});
