@@ -31,7 +31,7 @@ const CASES: Case[] = [
     name: "non-FUSE fd",
     payload: JSON.stringify(ok),
     fds: "file",
-    error: /received fd refers to ".*payload.json", not \/dev\/fuse/,
+    error: /received fd refers to ".*payload.json", not the FUSE device \/dev\/fuse/,
   },
   {
     name: "two fds",
