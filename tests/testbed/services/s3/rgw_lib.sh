@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Shared by rgw_start.sh and rgw_stop.sh (sourced; both set CONF, the state dir's ceph.conf, first).
-# Which processes are ours: a pid counts only if it is a ceph binary using *our* ceph.conf, so a
-# recycled pid or someone else's cluster is never signalled.
+# Which processes are ours: a pid counts only if it is a ceph binary using *our* ceph.conf (same
+# path in its argv, same file through its root), so a recycled pid or someone else's cluster — one
+# in a chroot with the same paths included — is never signalled.
 
 is_ours() {
   local pid="$1" a exe found=0
@@ -13,8 +14,22 @@ is_ours() {
   for a in "${args[@]}"; do [[ "$a" == "$CONF" ]] && { found=1; break; }; done
   ((found)) || return 1
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  case "${exe##*/}" in ceph-mon|ceph-osd|radosgw) return 0;; esac
-  return 1
+  case "${exe##*/}" in ceph-mon|ceph-osd|radosgw) ;; *) return 1;; esac
+  same_root "$pid"
+}
+
+# same_root PID: the process sees our ceph.conf as the very file we see (same device and inode
+# through its root), so a cluster with the same paths in a chroot or another mount namespace (the
+# fresh Debian check runs one) is not ours. Without our ceph.conf, its root must be ours.
+same_root() {
+  local pid="$1" mine theirs
+  mine=$(stat -Lc %d:%i "$CONF" 2>/dev/null) || mine=""
+  if [[ -n "$mine" ]]; then
+    theirs=$(stat -Lc %d:%i "/proc/$pid/root$CONF" 2>/dev/null) || return 1
+    [[ "$mine" == "$theirs" ]]
+  else
+    [[ "$(readlink "/proc/$pid/root" 2>/dev/null)" == "$(readlink /proc/self/root)" ]]
+  fi
 }
 
 # alive PID...: true while any PID is a live (not zombie) process. Used for
