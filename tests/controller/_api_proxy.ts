@@ -8,8 +8,10 @@
  * again, held requests whose client still waits included.
  *
  * The records are the evidence of the leader-election tests: each request with the test process's
- * monotonic times at which it was forwarded and at which its answer's status line came back (the
- * server had acted by then), so writes of two processes can be ordered as the API server saw them.
+ * monotonic times at which it was forwarded and at which its answer's status line came back from
+ * the server (the server had acted by then; noted on arrival, also while frozen, although the
+ * bytes reach the client only after a thaw), so writes of two processes can be ordered as the API
+ * server saw them.
  *
  * Each client connection gets its own upstream connection; requests on one connection are
  * answered in order (the REST client does not pipeline), which is how answers are matched.
@@ -239,21 +241,33 @@ export class ApiProxy implements AsyncDisposable {
         pumpRequests();
       });
     };
+    /** Answer bytes parsed (and recorded) but not yet passed on: held while frozen. */
+    const outQueue: Buffer[] = [];
+    const flush = () => {
+      if (closed) {
+        outQueue.length = 0;
+        return;
+      }
+      if (this.#frozen) {
+        this.#whenThawed(flush);
+        return;
+      }
+      for (const b of outQueue.splice(0)) client.write(b);
+    };
     /** Pass answer bytes on; after the client closed they are only parsed, for the records. */
     const deliver = (b: Buffer) => {
-      if (!closed) client.write(b);
-      else if (waiting.length === 0 && inBody === 0 && !inChunked) {
+      if (!closed) {
+        outQueue.push(b);
+        flush();
+      } else if (waiting.length === 0 && inBody === 0 && !inChunked) {
         this.#draining.delete(closeUpstream);
         closeUpstream();
       }
     };
-    // Answers: note the status of each, then pass the bytes on (only while not frozen).
+    // Answers: note the status of each as it arrives (the server has acted then, frozen or not),
+    // then pass the bytes on (held while frozen).
     const pumpResponses = () => {
       if (closed && upstream?.destroyed !== false) return;
-      if (this.#frozen) {
-        this.#whenThawed(pumpResponses);
-        return;
-      }
       while (fromServer.length > 0) {
         if (inBody > 0 || inChunked) {
           let n: number;
