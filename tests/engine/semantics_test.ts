@@ -13,7 +13,9 @@ import {
   errno,
   failingEngine,
   fuseReason,
+  type Mounted,
   mountEngine,
+  type Server,
   startVersitygw,
   versitygwReason,
   withBucket,
@@ -177,40 +179,33 @@ engineTest(
     }),
 );
 
-engineTest(
-  "engine: serves a FUSE fd whose path shows another root (/dev bound elsewhere, as for a caller in a chroot)",
-  reason,
-  () =>
-    withBucket(startVersitygw, async (server, s3, bucket) => {
-      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "hello.txt", Body: "hello" }));
-      const base = await Deno.makeTempDir({ prefix: "s3csi-engine-root-" });
-      const dir = `${base}/mnt`;
-      await Deno.mkdir(`${base}/dev`);
-      await Deno.mkdir(dir);
-      bindMount("/dev", `${base}/dev`);
-      let fd = -1;
-      let mounted;
-      try {
-        fd = libc().open(cstr(`${base}/dev/fuse`), O_RDWR | O_CLOEXEC, 0);
-        assert.ok(fd >= 0, "open <root>/dev/fuse");
-        // What Mountpoint's own check compares, and refuses: the path is not /dev/fuse.
-        assert.equal(fdTarget(fd), `${base}/dev/fuse`);
-        mountFuse(dir, { fd, allowOther: true });
-        clearCloexec(fd);
-        mounted = await mountEngine({ bucket, server, mountPoint: `/dev/fd/${fd}`, dir });
-      } finally {
-        if (fd >= 0) closeFd(fd);
-        unmount(`${base}/dev`, { detach: true });
-      }
-      try {
-        assert.equal(await Deno.readTextFile(`${dir}/hello.txt`), "hello");
-        assert.equal(await mounted.unmount(), 0);
-      } finally {
-        await mounted.unmount();
-        await Deno.remove(base, { recursive: true }).catch(() => {});
-      }
-    }),
-);
+/**
+ * Mount FUSE on `dir` with the fd `open()` gives (as the node plugin does), hand it to the engine
+ * as `/dev/fd/N` (as the mounter does), run `use` on the served mount, then unmount.
+ */
+async function serveFd(
+  server: Server,
+  bucket: string,
+  dir: string,
+  open: () => number,
+  use: (mounted: Mounted, fd: number) => Promise<void>,
+): Promise<void> {
+  const fd = open();
+  let mounted: Mounted;
+  try {
+    mountFuse(dir, { fd, allowOther: true });
+    clearCloexec(fd); // the child inherits it, as the mounter does
+    mounted = await mountEngine({ bucket, server, mountPoint: `/dev/fd/${fd}`, dir });
+  } finally {
+    closeFd(fd); // our copy; the engine holds its own
+  }
+  try {
+    await use(mounted, fd);
+    assert.equal(await mounted.unmount(), 0);
+  } finally {
+    await mounted.unmount();
+  }
+}
 
 engineTest(
   "engine: serves a FUSE fd that the caller mounted (/dev/fd/N), exits 0 after umount",
@@ -219,25 +214,44 @@ engineTest(
     withBucket(startVersitygw, async (server, s3, bucket) => {
       await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "hello.txt", Body: "hello" }));
       const dir = await Deno.makeTempDir({ prefix: "s3csi-engine-mnt-" });
-      const fd = openFuse();
-      let mounted;
       try {
-        mountFuse(dir, { fd, allowOther: true });
-        clearCloexec(fd); // the child inherits it, as the mounter does
-        mounted = await mountEngine({ bucket, server, mountPoint: `/dev/fd/${fd}`, dir });
+        await serveFd(server, bucket, dir, openFuse, async (mounted, fd) => {
+          assert.match(mounted.proc.stdout(), new RegExp(`is mounted at /dev/fd/${fd}`));
+          assert.equal(await Deno.readTextFile(`${dir}/hello.txt`), "hello");
+          await Deno.writeTextFile(`${dir}/via-fd.txt`, "written through the fd");
+        });
       } finally {
-        closeFd(fd); // our copy; the engine holds its own
-      }
-      try {
-        assert.match(mounted.proc.stdout(), new RegExp(`is mounted at /dev/fd/${fd}`));
-        assert.equal(await Deno.readTextFile(`${dir}/hello.txt`), "hello");
-        await Deno.writeTextFile(`${dir}/via-fd.txt`, "written through the fd");
-        assert.equal(await mounted.unmount(), 0);
-      } finally {
-        await mounted.unmount();
         await Deno.remove(dir).catch(() => {});
       }
       assert.ok(await exists(s3, bucket, "via-fd.txt"));
+    }),
+);
+
+engineTest(
+  "engine: serves a FUSE fd whose path shows another root (/dev bound elsewhere, as for a caller in a chroot)",
+  reason,
+  () =>
+    withBucket(startVersitygw, async (server, s3, bucket) => {
+      await s3.send(new PutObjectCommand({ Bucket: bucket, Key: "hello.txt", Body: "hello" }));
+      const base = await Deno.makeTempDir({ prefix: "s3csi-engine-root-" });
+      await Deno.mkdir(`${base}/dev`);
+      await Deno.mkdir(`${base}/mnt`);
+      bindMount("/dev", `${base}/dev`);
+      const openThroughRoot = () => {
+        const fd = libc().open(cstr(`${base}/dev/fuse`), O_RDWR | O_CLOEXEC, 0);
+        assert.ok(fd >= 0, "open <root>/dev/fuse");
+        // What Mountpoint's own check compares, and refuses: the path is not /dev/fuse.
+        assert.equal(fdTarget(fd), `${base}/dev/fuse`);
+        return fd;
+      };
+      try {
+        await serveFd(server, bucket, `${base}/mnt`, openThroughRoot, async () => {
+          assert.equal(await Deno.readTextFile(`${base}/mnt/hello.txt`), "hello");
+        });
+      } finally {
+        unmount(`${base}/dev`, { detach: true });
+        await Deno.remove(base, { recursive: true }).catch(() => {});
+      }
     }),
 );
 
