@@ -196,6 +196,10 @@ async function serveFd(
     mountFuse(dir, { fd, allowOther: true });
     clearCloexec(fd); // the child inherits it, as the mounter does
     mounted = await mountEngine({ bucket, server, mountPoint: `/dev/fd/${fd}`, dir });
+  } catch (err) {
+    // The engine refused the fd: nothing serves the mount we made; leave nothing mounted.
+    unmount(dir, { detach: true });
+    throw err;
   } finally {
     closeFd(fd); // our copy; the engine holds its own
   }
