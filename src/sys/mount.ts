@@ -10,6 +10,7 @@
  */
 import { logger } from "../util/log.ts";
 import { isErrno, SysError } from "./errno.ts";
+import { isFuseDeviceFile } from "./fuse_device.ts";
 import {
   alloc,
   check,
@@ -220,10 +221,6 @@ export function fdTarget(fd: number): string {
   return new TextDecoder().decode(buf.subarray(0, n));
 }
 
-/** The FUSE device's numbers (`crw------- 10, 229 /dev/fuse`, the misc device "fuse"). */
-export const FUSE_DEVICE_MAJOR = 10;
-export const FUSE_DEVICE_MINOR = 229;
-
 /**
  * True when `fd` is open on the FUSE device, judged by what it is (a character device 10:229), not
  * by its path: the path `/proc/self/fd/<fd>` shows depends on the reader's root (a process in a
@@ -232,15 +229,6 @@ export const FUSE_DEVICE_MINOR = 229;
  */
 export function isFuseDevice(fd: number): boolean {
   return isFuseDeviceFile(Deno.statSync(`/proc/self/fd/${fd}`));
-}
-
-/** True when `st` (a stat of a file or of a `/proc/<pid>/fd/<n>` link) is the FUSE device. */
-export function isFuseDeviceFile(st: Deno.FileInfo): boolean {
-  if (!st.isCharDevice || st.rdev === null) return false;
-  // Linux's dev_t: major in bits 8–19 (and 32+), minor in bits 0–7 and 20–31.
-  const major = (st.rdev >>> 8) & 0xfff;
-  const minor = (st.rdev & 0xff) | ((st.rdev >>> 12) & 0xfff00);
-  return major === FUSE_DEVICE_MAJOR && minor === FUSE_DEVICE_MINOR;
 }
 
 /** True when `fd` has `FD_CLOEXEC`. @throws {SysError} */

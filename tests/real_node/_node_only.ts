@@ -12,7 +12,7 @@ import { PODS } from "../../src/kube/resources.ts";
 import { MOUNTPOINT_CONTAINER } from "../../src/mppod/pod_spec.ts";
 import { ANNOTATION_VOLUME_NAME, DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
 import { sourceMountRoot } from "../../src/mppod/paths.ts";
-import { isFuseDeviceFile } from "../../src/sys/mount.ts";
+import { isFuseDeviceFile } from "../../src/sys/fuse_device.ts";
 import { CONTROLLER_CONTAINERS } from "../../src/deploy/render_controller.ts";
 import { NODE_CONTAINERS } from "../../src/deploy/render_node.ts";
 import { CONTROLLER_DEPLOYMENT } from "../../src/deploy/names.ts";
