@@ -14,7 +14,8 @@
  * On RGW 16 the write variants therefore check that each size fails exactly so (EIO, nothing
  * landed), and the test "RGW 16 write failures still hold" checks both failure modes: when a
  * newer RGW takes the writes, these tests fail and the variants go back to the byte-identical
- * check.
+ * check. Ceph 18 (Debian 13) takes them: there the write variants are the byte-identical ones and
+ * the RGW 16 check is not registered (measured in the Debian 13 fresh check).
  *
  * @module
  */
@@ -169,41 +170,49 @@ for (const { kind, reason, start } of SERVERS) {
   );
 }
 
-engineTest(
-  "engine/rgw: RGW 16 write failures still hold (why the RGW write variants are known unsupported)",
-  fuseReason() ?? rgwReason() ??
-    (rgwIs16() ? undefined : "RGW is not Ceph 16: the write failures do not apply"),
-  () =>
-    withBucket(() => Promise.resolve(rgwServer()), async (server, s3, bucket) => {
-      const bytes = testBytes(1, 11);
-      {
-        await using m = await mountEngine({ bucket, server });
-        const err = await writeSequential(`${m.dir}/default.bin`, bytes).then(
-          () => undefined,
-          (e) => e,
-        );
-        assert.equal(errno(err), "EIO", `with upload checksums: ${err}`);
-        assert.equal(await m.unmount(), 0);
-        assert.match(m.proc.stdout(), /XAmzContentSHA256Mismatch/);
-      }
-      await assert.rejects(
-        s3.send(new HeadObjectCommand({ Bucket: bucket, Key: "default.bin" })),
+// Only where RGW is Ceph 16 (Debian 12), or cannot run (then reported as skipped). A newer RGW
+// (Ceph 18 on Debian 13) takes the writes: there the byte-identical write variants above run in
+// its place, so nothing is left out.
+const rgw16Check = fuseReason() ?? rgwReason();
+if (rgw16Check !== undefined || rgwIs16()) {
+  engineTest(
+    "engine/rgw: RGW 16 write failures still hold (why the RGW write variants are known unsupported)",
+    rgw16Check,
+    rgw16WriteFailures,
+  );
+}
+
+function rgw16WriteFailures(): Promise<void> {
+  return withBucket(() => Promise.resolve(rgwServer()), async (server, s3, bucket) => {
+    const bytes = testBytes(1, 11);
+    {
+      await using m = await mountEngine({ bucket, server });
+      const err = await writeSequential(`${m.dir}/default.bin`, bytes).then(
+        () => undefined,
+        (e) => e,
       );
-      {
-        await using m = await mountEngine({
-          bucket,
-          server,
-          args: ["--upload-checksums=off"],
-        });
-        const err = await writeSequential(`${m.dir}/off.bin`, bytes).then(
-          () => undefined,
-          (e) => e,
-        );
-        assert.equal(errno(err), "EIO", `without upload checksums: ${err}`);
-        assert.equal(await m.unmount(), 0);
-        assert.match(m.proc.stdout(), /Header "ETag" not found/);
-      }
-      // ... although the object landed.
-      assert.equal(await objectSha256(s3, bucket, "off.bin"), sha256(bytes));
-    }),
-);
+      assert.equal(errno(err), "EIO", `with upload checksums: ${err}`);
+      assert.equal(await m.unmount(), 0);
+      assert.match(m.proc.stdout(), /XAmzContentSHA256Mismatch/);
+    }
+    await assert.rejects(
+      s3.send(new HeadObjectCommand({ Bucket: bucket, Key: "default.bin" })),
+    );
+    {
+      await using m = await mountEngine({
+        bucket,
+        server,
+        args: ["--upload-checksums=off"],
+      });
+      const err = await writeSequential(`${m.dir}/off.bin`, bytes).then(
+        () => undefined,
+        (e) => e,
+      );
+      assert.equal(errno(err), "EIO", `without upload checksums: ${err}`);
+      assert.equal(await m.unmount(), 0);
+      assert.match(m.proc.stdout(), /Header "ETag" not found/);
+    }
+    // ... although the object landed.
+    assert.equal(await objectSha256(s3, bucket, "off.bin"), sha256(bytes));
+  });
+}
