@@ -169,17 +169,16 @@ export class ApiProxy implements AsyncDisposable {
     let closed = false;
     /** The upstream connection is kept after the client closed while answers are outstanding. */
     let drainTimer: ReturnType<typeof setTimeout> | undefined;
+    /** End the upstream connection, and its draining when it was kept for that. */
     const closeUpstream = () => {
+      this.#draining.delete(closeUpstream);
       clearTimeout(drainTimer);
       upstream?.destroy();
     };
     const close = () => {
       if (closed) {
         // The upstream connection, kept to read outstanding answers, ended too.
-        if (upstream?.destroyed) {
-          this.#draining.delete(closeUpstream);
-          clearTimeout(drainTimer);
-        }
+        if (upstream?.destroyed) closeUpstream();
         return;
       }
       closed = true;
@@ -191,10 +190,7 @@ export class ApiProxy implements AsyncDisposable {
         closeUpstream();
       } else {
         this.#draining.add(closeUpstream);
-        drainTimer = setTimeout(() => {
-          this.#draining.delete(closeUpstream);
-          closeUpstream();
-        }, 30_000);
+        drainTimer = setTimeout(closeUpstream, 30_000);
       }
     };
     const pumpRequests = () => {
@@ -260,7 +256,6 @@ export class ApiProxy implements AsyncDisposable {
         outQueue.push(b);
         flush();
       } else if (waiting.length === 0 && inBody === 0 && !inChunked) {
-        this.#draining.delete(closeUpstream);
         closeUpstream();
       }
     };
@@ -317,8 +312,7 @@ export class ApiProxy implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     this.thaw();
     for (const s of this.#sockets) s.destroy();
-    for (const c of [...this.#draining]) c();
-    this.#draining.clear();
+    for (const closeUpstream of [...this.#draining]) closeUpstream();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 }

@@ -12,8 +12,8 @@
 import assert from "node:assert/strict";
 import net from "node:net";
 import { Buffer } from "node:buffer";
-import { stringify } from "yaml";
 import { tempDir, waitFor } from "../_helpers.ts";
+import { renderKubeconfig } from "../testbed/apiserver/kubeconfig.ts";
 import { ApiProxy } from "./_api_proxy.ts";
 
 const WAIT = { timeoutMs: 10_000, intervalMs: 10 };
@@ -36,14 +36,7 @@ async function fixture() {
   const cfg = `${dir.path}/upstream.kubeconfig`;
   await Deno.writeTextFile(
     cfg,
-    stringify({
-      apiVersion: "v1",
-      kind: "Config",
-      clusters: [{ name: "u", cluster: { server: `http://127.0.0.1:${upstream.addr.port}` } }],
-      users: [{ name: "u", user: {} }],
-      contexts: [{ name: "u", context: { cluster: "u", user: "u" } }],
-      "current-context": "u",
-    }),
+    renderKubeconfig({ server: `http://127.0.0.1:${upstream.addr.port}`, name: "u" }),
   );
   const proxy = await ApiProxy.start(cfg, dir.path, "p");
   const port = Number(/127\.0\.0\.1:(\d+)/.exec(await Deno.readTextFile(proxy.kubeconfigPath))![1]);
