@@ -42,9 +42,12 @@ export const FUSECTL_DIR = "/sys/fs/fuse/connections";
 
 const log = logger("sys", "mount");
 
-/** Open `/dev/fuse` read-write with `O_CLOEXEC`; returns the fd. @throws {SysError} */
-export function openFuse(): number {
-  return check(libc().open(cstr(FUSE_DEVICE), O_RDWR | O_CLOEXEC, 0), "open", FUSE_DEVICE);
+/**
+ * Open the FUSE device read-write with `O_CLOEXEC`; returns the fd. `path` is `/dev/fuse` but for
+ * tests that reach the device through another root. @throws {SysError}
+ */
+export function openFuse(path = FUSE_DEVICE): number {
+  return check(libc().open(cstr(path), O_RDWR | O_CLOEXEC, 0), "open", path);
 }
 
 /** Options of {@link mountFuse}. */

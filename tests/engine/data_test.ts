@@ -65,14 +65,16 @@ function rgwIs16(): boolean {
 }
 
 type Kind = "versitygw" | "rgw";
+const RGW_REASON = fuseReason() ?? rgwReason();
+const RGW_IS_16 = rgwIs16();
 const SERVERS: { kind: Kind; reason: string | undefined; start: () => Promise<Server> }[] = [
   { kind: "versitygw", reason: fuseReason() ?? versitygwReason(), start: () => startVersitygw() },
-  { kind: "rgw", reason: fuseReason() ?? rgwReason(), start: () => Promise.resolve(rgwServer()) },
+  { kind: "rgw", reason: RGW_REASON, start: () => Promise.resolve(rgwServer()) },
 ];
 
 for (const { kind, reason, start } of SERVERS) {
   for (const { label, size } of SIZES) {
-    if (kind === "rgw" && rgwIs16()) {
+    if (kind === "rgw" && RGW_IS_16) {
       engineTest(
         `engine/rgw: a ${label} file written through the mount fails with EIO on Ceph RGW 16.2 and does not land (known unsupported: see the module doc)`,
         reason,
@@ -173,11 +175,10 @@ for (const { kind, reason, start } of SERVERS) {
 // Only where RGW is Ceph 16 (Debian 12), or cannot run (then reported as skipped). A newer RGW
 // (Ceph 18 on Debian 13) takes the writes: there the byte-identical write variants above run in
 // its place, so nothing is left out.
-const rgw16Check = fuseReason() ?? rgwReason();
-if (rgw16Check !== undefined || rgwIs16()) {
+if (RGW_REASON !== undefined || RGW_IS_16) {
   engineTest(
     "engine/rgw: RGW 16 write failures still hold (why the RGW write variants are known unsupported)",
-    rgw16Check,
+    RGW_REASON,
     rgw16WriteFailures,
   );
 }

@@ -221,7 +221,7 @@ privilegedTest(
     };
     const fds: number[] = [];
     try {
-      const viaChroot = open(`${dir.path}/dev/fuse`, O_RDWR);
+      const viaChroot = openFuse(`${dir.path}/dev/fuse`);
       fds.push(viaChroot);
       // What the mounter used to compare: the path differs, the device does not.
       assert.equal(fdTarget(viaChroot), `${dir.path}/dev/fuse`);
