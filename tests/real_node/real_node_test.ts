@@ -138,17 +138,25 @@ realNodeTest(
       assert.equal(bindings.length, 1, "and bound");
     });
     await t.step("registrar: CSINode lists the driver; provisioner holds its Lease", async () => {
-      const csiNode = await e.client.get<{ spec?: { drivers?: { name: string }[] } } & KubeObject>(
-        CSI_NODES,
-        node.nodeName,
-      );
-      assert.ok(csiNode?.spec?.drivers?.some((d) => d.name === DRIVER_NAME), "CSINode lists it");
-      const lease = await e.client.get<{ spec?: { holderIdentity?: string } } & KubeObject>(
-        LEASES,
-        PROVISIONER_LEASE,
-        DRIVER_NAMESPACE,
-      );
-      assert.ok(lease?.spec?.holderIdentity, "the csi-provisioner leads");
+      // Ready containers do not mean these happened yet: the registrar registers with the kubelet
+      // and the csi-provisioner runs for the Lease after their probes pass.
+      await waitFor("CSINode lists the driver", async () => {
+        const csiNode = await e.client.get<
+          { spec?: { drivers?: { name: string }[] } } & KubeObject
+        >(
+          CSI_NODES,
+          node.nodeName,
+        );
+        return csiNode?.spec?.drivers?.some((d) => d.name === DRIVER_NAME) ?? false;
+      }, { timeoutMs: 60_000, intervalMs: 250 });
+      await waitFor("the csi-provisioner holds its Lease", async () => {
+        const lease = await e.client.get<{ spec?: { holderIdentity?: string } } & KubeObject>(
+          LEASES,
+          PROVISIONER_LEASE,
+          DRIVER_NAMESPACE,
+        );
+        return Boolean(lease?.spec?.holderIdentity);
+      }, { timeoutMs: 60_000, intervalMs: 250 });
     });
     await t.step("livenessprobe answers /healthz from the node plugin (CSI Probe)", async () => {
       const pod = (await e.nodePluginPod())!;
