@@ -30,6 +30,7 @@ import {
   startHarness,
 } from "../tests/node/_harness.ts";
 import { runToEnd } from "../tests/_helpers.ts";
+import { readProcStat } from "./proc_stat.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -65,10 +66,9 @@ async function childPids(pid: number): Promise<number[]> {
 
 /** CPU seconds (user + system) a process has used so far. */
 async function cpuSeconds(pid: number): Promise<number> {
-  const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-  // Fields after the command name (which may hold spaces): utime and stime are fields 14 and 15.
-  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(rest[11]) + Number(rest[12])) / 100; // USER_HZ is 100 on Linux
+  const stat = await readProcStat(pid);
+  if (!stat) throw new Error(`process ${pid} is gone: no CPU figures`);
+  return stat.cpuSeconds;
 }
 
 /** Busy and total jiffies of all CPUs (from /proc/stat). */

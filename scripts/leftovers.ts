@@ -24,6 +24,7 @@
 import { fileURLToPath } from "node:url";
 import { unmount } from "../src/sys/mount.ts";
 import { readMountInfo } from "../src/sys/mountinfo.ts";
+import { readProcStat } from "./proc_stat.ts";
 
 const REPO = fileURLToPath(new URL("../", import.meta.url)).replace(/\/$/, "");
 
@@ -83,15 +84,12 @@ export async function listProcesses(): Promise<Proc[]> {
   for await (const e of Deno.readDir("/proc")) {
     const pid = Number(e.name);
     if (!Number.isInteger(pid)) continue;
-    const stat = await readOr(`/proc/${pid}/stat`);
-    if (!stat) continue;
-    // Fields after "(comm)": state ppid … starttime is field 22 (index 19 after the paren).
-    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (rest[0] === "Z") continue; // a zombie holds nothing
+    const stat = await readProcStat(pid);
+    if (!stat || stat.state === "Z") continue; // gone, or a zombie: holds nothing
     out.push({
       pid,
-      start: rest[19] ?? "",
-      ppid: Number(rest[1] ?? 0),
+      start: stat.startTime,
+      ppid: stat.ppid,
       cmdline: (await readOr(`/proc/${pid}/cmdline`)).replaceAll("\0", " ").trim(),
       cwd: await Deno.readLink(`/proc/${pid}/cwd`).catch(() => ""),
       environ: await readOr(`/proc/${pid}/environ`),
@@ -105,8 +103,7 @@ export async function ancestors(pid = Deno.pid): Promise<Set<number>> {
   const out = new Set<number>();
   while (pid > 0 && !out.has(pid)) {
     out.add(pid);
-    const stat = await readOr(`/proc/${pid}/stat`);
-    pid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1] ?? 0);
+    pid = (await readProcStat(pid))?.ppid ?? 0;
   }
   return out;
 }

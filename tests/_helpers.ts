@@ -27,6 +27,36 @@ export async function tempDir(prefix = "s3csi-test-"): Promise<{ path: string } 
 
 export { waitFor } from "../src/util/wait_for.ts";
 
+/** Bytes of the regular files under `dir` (recursively, symlinks not followed) and their count. */
+export async function dirUsage(dir: string): Promise<{ bytes: number; files: number }> {
+  let bytes = 0;
+  let files = 0;
+  for await (const e of Deno.readDir(dir)) {
+    const p = `${dir}/${e.name}`;
+    if (e.isDirectory) {
+      const u = await dirUsage(p);
+      bytes += u.bytes;
+      files += u.files;
+    } else if (e.isFile) {
+      bytes += (await Deno.lstat(p)).size;
+      files++;
+    }
+  }
+  return { bytes, files };
+}
+
+/** Paths of everything under `dir`, relative to it (recursively, symlinks not followed). */
+export async function listTree(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for await (const e of Deno.readDir(dir)) {
+    out.push(e.name);
+    if (e.isDirectory) {
+      out.push(...(await listTree(`${dir}/${e.name}`)).map((n) => `${e.name}/${n}`));
+    }
+  }
+  return out;
+}
+
 /** Write a kubeconfig that points at an address nothing listens on; for binaries that only load it. */
 export async function writeDummyKubeconfig(dir: string): Promise<string> {
   const path = `${dir}/kubeconfig`;

@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
 import { fileSha256, sha256, testBytes } from "../engine/_engine.ts";
+import { dirUsage, listTree } from "../_helpers.ts";
 import {
   cmdline,
   engineNodeTest,
@@ -20,35 +21,6 @@ import {
 } from "./_engine_node.ts";
 
 const MIB = 1024 * 1024;
-
-/** Bytes of the files under `dir` (recursively) and how many there are. */
-async function usage(dir: string): Promise<{ bytes: number; files: number }> {
-  let bytes = 0;
-  let files = 0;
-  for await (const e of Deno.readDir(dir)) {
-    const p = `${dir}/${e.name}`;
-    if (e.isDirectory) {
-      const u = await usage(p);
-      bytes += u.bytes;
-      files += u.files;
-    } else if (e.isFile) {
-      bytes += (await Deno.lstat(p)).size;
-      files++;
-    }
-  }
-  return { bytes, files };
-}
-
-async function listAll(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for await (const e of Deno.readDir(dir)) {
-    out.push(e.name);
-    if (e.isDirectory) {
-      out.push(...(await listAll(`${dir}/${e.name}`)).map((n) => `${e.name}/${n}`));
-    }
-  }
-  return out;
-}
 
 engineNodeTest("cache files land in the cache volume and stay within its size limit", async () => {
   await using h = await startEngineNode();
@@ -75,16 +47,16 @@ engineNodeTest("cache files land in the cache volume and stay within its size li
   for (let round = 0; round < 2; round++) {
     for (const o of objects) {
       assert.equal(await fileSha256(`${v.target}/${o.key}`), sha256(o.bytes), o.key);
-      peak = Math.max(peak, (await usage(cacheDir)).bytes);
+      peak = Math.max(peak, (await dirUsage(cacheDir)).bytes);
     }
   }
-  const used = await usage(`${cacheDir}/mountpoint-cache`);
+  const used = await dirUsage(`${cacheDir}/mountpoint-cache`);
   assert.ok(used.files > 0 && used.bytes > 0, "the engine cached blocks in the cache volume");
   assert.ok(peak <= limit, `cache volume used ${peak} bytes, over its ${limit} limit`);
   // Nothing of the cache in the comm dir (memory-backed, shared with the node plugin) or the
   // work dir.
   for (const dir of [v.mp.commDir, v.mp.commDir.replace(/\/comm$/, "/work")]) {
-    const names = await listAll(dir);
+    const names = await listTree(dir);
     assert.ok(!names.some((n) => /cache/.test(n)), `${dir}: ${names.join(" ")}`);
   }
 });

@@ -8,6 +8,7 @@
  * @module
  */
 import type { RealNode } from "./real_node.ts";
+import { readProcStat } from "../../../../scripts/proc_stat.ts";
 
 /** Runs `ctr -n k8s.io` against the node's containerd; resolves with stdout. */
 export async function ctr(
@@ -100,8 +101,9 @@ export async function hostProcesses(): Promise<HostProcess[]> {
     const pid = Number(e.name);
     if (!Number.isInteger(pid)) continue;
     try {
-      const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const stat = await readProcStat(pid);
+      if (!stat) continue;
+      const ppid = stat.ppid;
       const cmdline = (await Deno.readTextFile(`/proc/${pid}/cmdline`)).replaceAll("\0", " ")
         .trim();
       const podUid = podUidOfCgroup(await Deno.readTextFile(`/proc/${pid}/cgroup`));
