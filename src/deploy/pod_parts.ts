@@ -15,6 +15,28 @@ export const CA_VOLUME = "ca-bundle";
 /** Non-root uid/gid of the distroless images (`nonroot`). */
 export const NONROOT_UID = 65532;
 
+/**
+ * Liveness (`/healthz`) and readiness (`/readyz`) probes on the container port named `metrics`,
+ * as the controller binaries serve them.
+ */
+export function metricsPortProbes(): Pick<Container, "livenessProbe" | "readinessProbe"> {
+  return {
+    livenessProbe: {
+      httpGet: { path: "/healthz", port: "metrics" },
+      initialDelaySeconds: 10,
+      periodSeconds: 10,
+      timeoutSeconds: 5,
+      failureThreshold: 6,
+    },
+    readinessProbe: {
+      httpGet: { path: "/readyz", port: "metrics" },
+      periodSeconds: 5,
+      timeoutSeconds: 5,
+      failureThreshold: 3,
+    },
+  };
+}
+
 /** A container's `resources` without empty groups. */
 export function resources(r: ResourceValues): Container["resources"] {
   const clean = (g: Record<string, string | undefined>) =>

@@ -12,6 +12,7 @@ import type { Container, EnvVar, Manifest, Volume } from "./k8s_objects.ts";
 import { commonLabels, CONTROLLER_DEPLOYMENT, CONTROLLER_SERVICE_ACCOUNT } from "./names.ts";
 import {
   dedupeEnv,
+  metricsPortProbes,
   NONROOT_UID,
   pullSecrets,
   resources,
@@ -67,19 +68,7 @@ export function renderControllerDeployment(v: DeployValues): Manifest {
     ports: [{ name: "metrics", containerPort: c.metricsPort, protocol: "TCP" }],
     volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
     resources: resources(c.resources),
-    livenessProbe: {
-      httpGet: { path: "/healthz", port: "metrics" },
-      initialDelaySeconds: 10,
-      periodSeconds: 10,
-      timeoutSeconds: 5,
-      failureThreshold: 6,
-    },
-    readinessProbe: {
-      httpGet: { path: "/readyz", port: "metrics" },
-      periodSeconds: 5,
-      timeoutSeconds: 5,
-      failureThreshold: 3,
-    },
+    ...metricsPortProbes(),
     securityContext: restrictedContext(),
   };
   const volumes: Volume[] = [{ name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } }];

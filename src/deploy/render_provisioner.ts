@@ -22,6 +22,7 @@ import {
   caVolume,
   credentialEnv,
   dedupeEnv,
+  metricsPortProbes,
   NONROOT_UID,
   pullSecrets,
   resources,
@@ -110,19 +111,7 @@ export function renderProvisionerDeployment(v: DeployValues): Manifest[] {
     ports: [{ name: "metrics", containerPort: c.metricsPort, protocol: "TCP" }],
     volumeMounts: [socketMount, { name: "tmp", mountPath: "/tmp" }, ...ca.mounts],
     resources: resources(c.resources),
-    livenessProbe: {
-      httpGet: { path: "/healthz", port: "metrics" },
-      initialDelaySeconds: 10,
-      periodSeconds: 10,
-      timeoutSeconds: 5,
-      failureThreshold: 6,
-    },
-    readinessProbe: {
-      httpGet: { path: "/readyz", port: "metrics" },
-      periodSeconds: 5,
-      timeoutSeconds: 5,
-      failureThreshold: 3,
-    },
+    ...metricsPortProbes(),
     securityContext: restrictedContext(),
   };
   const provisioner: Container = {
