@@ -19,6 +19,7 @@ import { NO_METRICS, type NodeMetrics } from "./metrics.ts";
 import { MountpointPods } from "./mountpoint_pods.ts";
 import { NodeService } from "./node_service.ts";
 import { Publisher, type PublisherOptions } from "./publisher.ts";
+import { Unmounter, type UnmounterOptions } from "./unmounter.ts";
 
 /** Kubelet root of the fixtures. */
 export const ROOT = "/var/lib/kubelet";
@@ -34,6 +35,8 @@ export interface World extends AsyncDisposable {
   locks: KeyedMutex;
   health: HealthChecker;
   publisher: Publisher;
+  /** An Unmounter on this world (its sys, files, pods, locks and health; fast polling). */
+  unmounter(more?: Partial<UnmounterOptions>): Unmounter;
   /** A NodeService on this world. */
   service(metrics?: NodeMetrics): NodeService;
   /** Messages the fake mounters received, by pod name. */
@@ -41,6 +44,11 @@ export interface World extends AsyncDisposable {
   addMountpointPod(name: string, phase?: string): Promise<string>;
   assign(pv: string, mpPod: string, workloads: string[]): Promise<void>;
   target(uid: string, pv: string): string;
+  /**
+   * The common start: Mountpoint Pod `mp-1` running, PV `pv-1` assigned to it for workload
+   * `uid-a`; resolves with that workload's target of `pv-1`.
+   */
+  attachOne(): Promise<string>;
 }
 
 const DRIVER_ENV: Record<string, string> = {
@@ -83,6 +91,18 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
     locks,
     health,
     publisher,
+    unmounter: (more = {}) =>
+      new Unmounter({
+        sys,
+        files,
+        pods,
+        locks,
+        health,
+        kubeletRoot: ROOT,
+        inUseWaitMs: 50,
+        pollMs: 5,
+        ...more,
+      }),
     service: (metrics = NO_METRICS) =>
       new NodeService({
         nodeId: NODE,
@@ -144,6 +164,11 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
       } as KubeObject);
     },
     target: (uid, pv) => `${ROOT}/pods/${uid}/volumes/kubernetes.io~csi/${pv}/mount`,
+    async attachOne() {
+      await w.addMountpointPod("mp-1");
+      await w.assign("pv-1", "mp-1", ["uid-a"]);
+      return w.target("uid-a", "pv-1");
+    },
     async [Symbol.asyncDispose]() {
       stop.abort();
       await running;

@@ -25,9 +25,7 @@ Deno.test("NodeService publish, stats (healthy, dead, not mounted), unpublish", 
     observePublish: (r) => observed.push(`publish:${r}`),
     observeUnpublish: (r) => observed.push(`unpublish:${r}`),
   });
-  await w.addMountpointPod("mp-1");
-  await w.assign("pv-1", "mp-1", ["uid-a"]);
-  const t = w.target("uid-a", "pv-1");
+  const t = await w.attachOne();
   await svc.nodePublishVolume({
     volumeId: "vol-pv-1",
     targetPath: t,

@@ -77,8 +77,7 @@ Deno.test("Publisher: an unpublish during a slow publish cancels it; nothing is 
   assert.equal(await w.publisher.unpublish(t), "not-mounted");
   await assert.rejects(publishing, code(Code.ABORTED, /NodeUnpublishVolume .* arrived/));
   // The assignment shows up after all: still no mount on the target.
-  await w.addMountpointPod("mp-1");
-  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  await w.attachOne();
   await new Promise((r) => setTimeout(r, 20));
   assert.equal(findMount(w.sys.mounts, t), undefined);
   assert.equal(w.sys.callsOf("bindMount").length, 0);
@@ -100,9 +99,7 @@ Deno.test("Publisher: the call's signal stops a publish waiting for its pod; no 
 
 Deno.test("Publisher: publish and unpublish of one target are serialised", async () => {
   await using w = await world();
-  await w.addMountpointPod("mp-1");
-  await w.assign("pv-1", "mp-1", ["uid-a"]);
-  const t = w.target("uid-a", "pv-1");
+  const t = await w.attachOne();
   await w.publisher.publish(validatePublish(req(t), ROOT), {});
   // Many concurrent calls on one target: each sees a consistent state, the last one wins.
   const results = await Promise.allSettled([
@@ -117,9 +114,7 @@ Deno.test("Publisher: publish and unpublish of one target are serialised", async
 
 Deno.test("Publisher: without the API caches, mounted targets still answer and new ones are UNAVAILABLE", async () => {
   await using w = await world();
-  await w.addMountpointPod("mp-1");
-  await w.assign("pv-1", "mp-1", ["uid-a"]);
-  const t = w.target("uid-a", "pv-1");
+  const t = await w.attachOne();
   await w.publisher.publish(validatePublish(req(t), ROOT), {});
   // A fresh node plugin whose API never answered, on the same node.
   const pods = new MountpointPods(new FakeKubeClient(), {
@@ -159,8 +154,7 @@ Deno.test("Publisher: source dirs are 0700; the bucket check's error carries no 
         }),
     },
   });
-  await w.addMountpointPod("mp-1");
-  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  await w.attachOne();
   await assert.rejects(
     w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {}),
     (e: unknown) =>

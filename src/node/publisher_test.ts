@@ -8,7 +8,6 @@ import { findMount } from "../sys/mountinfo.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { validatePublish } from "./publish_request.ts";
 import { ROOT, world } from "./_test_fixtures.ts";
-import { Unmounter } from "./unmounter.ts";
 
 async function until(check: () => unknown): Promise<void> {
   for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 2));
@@ -104,9 +103,7 @@ Deno.test("Publisher: clear errors for no assignment and for a failed pod", asyn
 
 Deno.test("Publisher: a dead source is unmounted and mounted again", async () => {
   await using w = await world();
-  await w.addMountpointPod("mp-1");
-  await w.assign("pv-1", "mp-1", ["uid-a"]);
-  const t = w.target("uid-a", "pv-1");
+  const t = await w.attachOne();
   await w.publisher.publish(validatePublish(req(t), ROOT), {});
   const source = sourceMountDir(ROOT, "mp-1");
   const dead = new SysError(107, "stat", { path: t });
@@ -149,16 +146,7 @@ Deno.test("Unmounter: needs-unmount writes mount.exit, unmounts the source, remo
   await w.assign("pv-1", "mp-1", ["uid-a"]);
   const t = w.target("uid-a", "pv-1");
   await w.publisher.publish(validatePublish(req(t), ROOT), {});
-  const unmounter = new Unmounter({
-    sys: w.sys,
-    files: w.files,
-    pods: w.pods,
-    locks: w.locks,
-    health: w.health,
-    kubeletRoot: ROOT,
-    inUseWaitMs: 50,
-    pollMs: 5,
-  });
+  const unmounter = w.unmounter();
   const pod = w.pods.pod("mp-1")!;
   assert.equal(await unmounter.unmountPod(pod), "in-use", "a bind still uses the source");
   await w.publisher.unpublish(t);
@@ -187,14 +175,7 @@ Deno.test("Unmounter: startup removes orphaned and dead sources", async () => {
   w.files.addDir(orphan);
   const fd = w.sys.openFuse();
   await w.sys.mountFuse(orphan, { fd });
-  const unmounter = new Unmounter({
-    sys: w.sys,
-    files: w.files,
-    pods: w.pods,
-    locks: new KeyedMutex(),
-    health: w.health,
-    kubeletRoot: ROOT,
-  });
+  const unmounter = w.unmounter({ locks: new KeyedMutex() });
   assert.deepEqual(await unmounter.cleanAtStartup(), ["mp-gone"]);
   assert.equal(findMount(w.sys.mounts, orphan), undefined);
   assert.ok(findMount(w.sys.mounts, sourceMountDir(ROOT, "mp-live")), "live source kept");
@@ -213,16 +194,7 @@ Deno.test("Unmounter: startup detaches the runtime's copies of sources (the sock
   await w.sys.bindMount(source, "/csi/mnt/mp-live");
   // Not a copy: another path of the same connection that does not look like a source dir.
   await w.sys.bindMount(source, "/elsewhere/mp-live");
-  const unmounter = new Unmounter({
-    sys: w.sys,
-    files: w.files,
-    pods: w.pods,
-    locks: w.locks,
-    health: w.health,
-    kubeletRoot: ROOT,
-    inUseWaitMs: 50,
-    pollMs: 5,
-  });
+  const unmounter = w.unmounter();
   assert.deepEqual(await unmounter.cleanAtStartup(), []);
   assert.deepEqual(w.sys.callsOf("unmount").map((c) => c.args[0]), ["/csi/mnt/mp-live"]);
   assert.ok(findMount(w.sys.mounts, source), "the source stays");
@@ -232,23 +204,12 @@ Deno.test("Unmounter: startup detaches the runtime's copies of sources (the sock
 
 Deno.test("Unmounter: a copy of the source (/csi/mnt/<pod>) is no reference; it goes with the source", async () => {
   await using w = await world();
-  await w.addMountpointPod("mp-1");
-  await w.assign("pv-1", "mp-1", ["uid-a"]);
-  const t = w.target("uid-a", "pv-1");
+  const t = await w.attachOne();
   await w.publisher.publish(validatePublish(req(t), ROOT), {});
   const source = sourceMountDir(ROOT, "mp-1");
   await w.sys.bindMount(source, "/csi/mnt/mp-1");
   await w.publisher.unpublish(t);
-  const unmounter = new Unmounter({
-    sys: w.sys,
-    files: w.files,
-    pods: w.pods,
-    locks: w.locks,
-    health: w.health,
-    kubeletRoot: ROOT,
-    inUseWaitMs: 50,
-    pollMs: 5,
-  });
+  const unmounter = w.unmounter();
   assert.equal(await unmounter.unmountPod(w.pods.pod("mp-1")!), "unmounted");
   assert.equal(findMount(w.sys.mounts, source), undefined);
   assert.equal(findMount(w.sys.mounts, "/csi/mnt/mp-1"), undefined, "the copy is detached too");
@@ -256,9 +217,7 @@ Deno.test("Unmounter: a copy of the source (/csi/mnt/<pod>) is no reference; it 
 
 Deno.test("Unmounter: startup never waits for a needs-unmount source in use; it unmounts it once free", async () => {
   await using w = await world();
-  await w.addMountpointPod("mp-1");
-  await w.assign("pv-1", "mp-1", ["uid-a"]);
-  const t = w.target("uid-a", "pv-1");
+  const t = await w.attachOne();
   await w.publisher.publish(validatePublish(req(t), ROOT), {});
   await w.kube.patch(PODS, "mp-1", "mount-s3", {
     metadata: { annotations: { [ANNOTATION_NEEDS_UNMOUNT]: "true" } },
@@ -266,16 +225,7 @@ Deno.test("Unmounter: startup never waits for a needs-unmount source in use; it 
   for (let i = 0; i < 100 && !w.pods.pod("mp-1")?.metadata?.annotations; i++) {
     await new Promise((r) => setTimeout(r, 5));
   }
-  const unmounter = new Unmounter({
-    sys: w.sys,
-    files: w.files,
-    pods: w.pods,
-    locks: w.locks,
-    health: w.health,
-    kubeletRoot: ROOT,
-    inUseWaitMs: 60_000,
-    pollMs: 5,
-  });
+  const unmounter = w.unmounter({ inUseWaitMs: 60_000 });
   const source = sourceMountDir(ROOT, "mp-1");
   // The target (the kubelet unpublishes it only once the plugin serves) still holds the source.
   assert.deepEqual(await unmounter.cleanAtStartup(), []);
