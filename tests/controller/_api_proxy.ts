@@ -21,7 +21,7 @@
 import net from "node:net";
 import tls from "node:tls";
 import { Buffer } from "node:buffer";
-import { stringify } from "yaml";
+import { renderKubeconfig } from "../testbed/apiserver/kubeconfig.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 
 /** One forwarded request. */
@@ -117,14 +117,7 @@ export class ApiProxy implements AsyncDisposable {
     const kubeconfigPath = `${dir}/${name}.kubeconfig`;
     await Deno.writeTextFile(
       kubeconfigPath,
-      stringify({
-        apiVersion: "v1",
-        kind: "Config",
-        clusters: [{ name, cluster: { server: `http://127.0.0.1:${address.port}` } }],
-        users: [{ name, user: up.token ? { token: up.token } : {} }],
-        contexts: [{ name, context: { cluster: name, user: name } }],
-        "current-context": name,
-      }),
+      renderKubeconfig({ server: `http://127.0.0.1:${address.port}`, token: up.token, name }),
     );
     holder.proxy = new ApiProxy(server, kubeconfigPath);
     return holder.proxy;
