@@ -4,10 +4,12 @@
 # A cached binary is reused (seconds); a changed crate rebuilds incrementally in the cache's
 # shared target dir.
 #
-# Usage: scripts/build_engine.sh [--no-build | --test]
+# Usage: scripts/build_engine.sh [--no-build | --test | --toolchain]
 #   --no-build   only look in the cache: print the binary if it is built, else exit 3
 #   --test       run the crate's unit tests (cargo test --release, sharing the cache's target dir:
 #                only the crate itself is compiled again); exit 0 passed | 1 failed | 3 cannot
+#   --toolchain  only check for a toolchain that can build the crate: print it (`rustc -V`),
+#                else exit 3 with the reason (what the crate's tests need before they can run)
 #   stdout (last line): ENGINE_BIN=<cache>/<key>/mount-s3
 #   exit 0 ok | 1 build failed | 3 cannot build on this machine (reason on stderr)
 #
@@ -25,6 +27,7 @@ CACHE="${S3CSI_ENGINE_CACHE:-/var/cache/s3csi-engine}"
 TIMEOUT="${S3CSI_ENGINE_BUILD_TIMEOUT:-3600}"
 NO_BUILD=0
 TEST=0
+TOOLCHAIN_ONLY=0
 
 log() { printf 'build_engine: %s\n' "$*" >&2; }
 die() { printf 'build_engine: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -34,7 +37,8 @@ case "${1:-}" in
   "") ;;
   --no-build) NO_BUILD=1 ;;
   --test) TEST=1 ;;
-  *) printf 'usage: %s [--no-build | --test]\n' "$0" >&2; exit 2 ;;
+  --toolchain) TOOLCHAIN_ONLY=1 ;;
+  *) printf 'usage: %s [--no-build | --test | --toolchain]\n' "$0" >&2; exit 2 ;;
 esac
 [[ "$TIMEOUT" =~ ^[0-9]+$ ]] || die "S3CSI_ENGINE_BUILD_TIMEOUT must be a number of seconds"
 [[ "$CACHE" == /* && "$CACHE" != / ]] || die "S3CSI_ENGINE_CACHE must be an absolute path other than /"
@@ -73,6 +77,12 @@ if CARGO="$(find_cargo)"; then
   fi
 else
   TOOL_PROBLEM="no cargo (not on PATH, no ~/.cargo/bin/cargo, S3CSI_ENGINE_CARGO='${S3CSI_ENGINE_CARGO:-}'); run scripts/setup.sh as root"
+fi
+
+if [ "$TOOLCHAIN_ONLY" = 1 ]; then
+  [ -z "$TOOL_PROBLEM" ] || skip "$TOOL_PROBLEM"
+  echo "$TOOLCHAIN"
+  exit 0
 fi
 
 # Key: what decides the binary. The toolchain is part of it; without one, look for any cached

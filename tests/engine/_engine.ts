@@ -83,13 +83,15 @@ export function engineBin(): { bin?: string; reason?: string } {
   return engine;
 }
 
-/** Why the crate's own (cargo) tests cannot run here: no cargo where build_engine.sh looks. */
+/**
+ * Why the crate's own (cargo) tests cannot run here: no toolchain that can build it, as
+ * `build_engine.sh --toolchain` judges (the script that then runs them).
+ */
 export function cargoReason(): string | undefined {
-  const r = run("bash", [
-    "-c",
-    'test -n "${S3CSI_ENGINE_CARGO:-}" || command -v cargo || test -x "$HOME/.cargo/bin/cargo"',
-  ]);
-  return r.code === 0 ? undefined : "no cargo: run scripts/setup.sh as root";
+  const r = run("bash", [`${ROOT}scripts/build_engine.sh`, "--toolchain"]);
+  return r.code === 0
+    ? undefined
+    : lastLine(r.stderr) || `build_engine.sh --toolchain: exit ${r.code}`;
 }
 
 /** Why FUSE tests cannot run here. */
