@@ -66,6 +66,7 @@ import {
   mountpointIdentity,
   nodePluginCrash,
 } from "./_node_only.ts";
+import { engineCache } from "./_cache.ts";
 
 interface CsiDriverLike extends KubeObject {
   spec?: { attachRequired?: boolean; fsGroupPolicy?: string; requiresRepublish?: boolean };
@@ -194,6 +195,10 @@ for (
 realNodeTest(
   "real node: the Mountpoint container runs as uid 1000 without capabilities",
   (tier, t) => mountpointIdentity(tier, stepsOf(t)),
+);
+realNodeTest(
+  "real node: engine cache on an emptyDir and on a generic ephemeral volume",
+  (tier, t) => engineCache(tier, stepsOf(t)),
 );
 realNodeTest(
   "real node: node plugin container killed while a workload uses its mount",
