@@ -69,13 +69,10 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
   await pods.waitForSync(1000);
   const received = new Map<string, MountMessage[]>();
   const serving: Promise<void>[] = [];
+  // What the Publisher and the Unmounter share, as run_node.ts wires them.
+  const shared = { sys, files, pods, locks, health, kubeletRoot: ROOT };
   const publisher = new Publisher({
-    sys,
-    files,
-    pods,
-    locks,
-    health,
-    kubeletRoot: ROOT,
+    ...shared,
     env: (n) => DRIVER_ENV[n],
     endpoint: "http://s3.local:9000",
     region: "us-east-1",
@@ -93,12 +90,7 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
     publisher,
     unmounter: (more = {}) =>
       new Unmounter({
-        sys,
-        files,
-        pods,
-        locks,
-        health,
-        kubeletRoot: ROOT,
+        ...shared,
         inUseWaitMs: 50,
         pollMs: 5,
         ...more,
