@@ -40,6 +40,7 @@ import type { PersistentVolumeClaim } from "../src/kube/types.ts";
 import { fromFileUrl } from "./_gen_util.ts";
 import { unsettledClaims } from "./bench_claims.ts";
 import { V8_FLAGS } from "./build.ts";
+import { preboundClaim, preboundPv } from "../tests/testbed/control_plane/prebound_volume.ts";
 
 const ROOT = fromFileUrl(new URL("../", import.meta.url));
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
@@ -252,32 +253,14 @@ async function runScale(
   // then finds the volume of each claim on its first pass instead of resetting the claim to Pending.
   await pool(Array.from({ length: scale.pvs }, (_, i) => i), 32, async (i) => {
     const pv = `${prefix}${i}`;
-    await client.create(PVS, {
-      metadata: { name: pv },
-      spec: {
-        capacity: { storage: "1Gi" },
-        accessModes: ["ReadWriteMany"],
-        csi: {
-          driver: "s3.csi.scality.com",
-          volumeHandle: pv,
-          volumeAttributes: { bucketName: "bench" },
-        },
-        claimRef: { name: `claim-${i}`, namespace: ns },
-        storageClassName: "",
-      },
-    });
+    await client.create(
+      PVS,
+      preboundPv(pv, { name: `claim-${i}`, namespace: ns }, { bucket: "bench" }),
+    );
   });
   await pool(Array.from({ length: scale.pvs }, (_, i) => i), 32, async (i) => {
     const pv = `${prefix}${i}`;
-    await client.create(PVCS, {
-      metadata: { name: `claim-${i}`, namespace: ns },
-      spec: {
-        accessModes: ["ReadWriteMany"],
-        resources: { requests: { storage: "1Gi" } },
-        storageClassName: "",
-        volumeName: pv,
-      },
-    });
+    await client.create(PVCS, preboundClaim(`claim-${i}`, ns, pv));
     // The emulator has no PV binder: mark the claim Bound as the binder would. On the real tier
     // kube-controller-manager's binder does it (a status written here would race it).
     if (scale.tier === "emulator") {

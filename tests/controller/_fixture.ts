@@ -7,9 +7,10 @@ import assert from "node:assert/strict";
 import type { MountpointS3PodAttachment } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import { PODS, PVCS, PVS } from "../../src/kube/resources.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../src/kube/types.ts";
+import type { Pod } from "../../src/kube/types.ts";
 import { ROOT, type Running, spawnBinary } from "../_helpers.ts";
 import type { TestCluster } from "./_cluster.ts";
+import { preboundClaim, preboundPv } from "../testbed/control_plane/prebound_volume.ts";
 
 /** What the controller tests work with. */
 export interface Fixture {
@@ -50,37 +51,23 @@ export function fixture(c: TestCluster): Fixture {
       const claim = `claim-${name}`;
       // An unbound claim has no PV at all (a pre-bound PV would be bound by kube-controller-manager).
       if (opts.bound !== false) {
-        await c.client.create<PersistentVolume>(PVS, {
-          metadata: { name: pv },
-          spec: {
-            capacity: { storage: "1Gi" },
-            accessModes: ["ReadWriteMany"],
+        await c.client.create(
+          PVS,
+          preboundPv(pv, { name: claim, namespace: c.namespace }, {
+            volumeHandle: `${pv}-handle`,
             mountOptions: opts.mountOptions ?? ["allow-delete"],
-            csi: {
-              driver: "s3.csi.scality.com",
-              volumeHandle: `${pv}-handle`,
-              volumeAttributes: { bucketName: "b" },
-            },
-            claimRef: { name: claim, namespace: c.namespace },
-            storageClassName: "",
-          },
-        });
+          }),
+        );
       }
-      const created = await c.client.create<PersistentVolumeClaim>(PVCS, {
-        metadata: { name: claim, namespace: c.namespace },
-        spec: {
-          accessModes: ["ReadWriteMany"],
-          resources: { requests: { storage: "1Gi" } },
-          storageClassName: "",
-          ...(opts.bound === false ? {} : { volumeName: pv }),
-        },
-      });
+      await c.client.create(
+        PVCS,
+        preboundClaim(claim, c.namespace, opts.bound === false ? undefined : pv),
+      );
       if (opts.bound !== false) {
         await c.client.patch(PVCS, claim, c.namespace, { status: { phase: "Bound" } }, {
           subresource: "status",
         });
       }
-      void created;
     },
     async workload(name, pv, opts = {}) {
       return await c.client.create<Pod>(PODS, {

@@ -23,34 +23,15 @@ import {
   type TestCluster,
   testCluster,
 } from "../controller/_cluster.ts";
+import { preboundClaim, preboundPv } from "../testbed/control_plane/prebound_volume.ts";
 
 const KUBE_REAL_STATE = Deno.env.get("KUBE_REAL_STATE") ?? "/var/tmp/s3csi-kube-real";
 
 async function volume(c: TestCluster, name: string): Promise<void> {
   const pv = `pv-${c.namespace}-${name}`;
-  await c.client.create(PVS, {
-    metadata: { name: pv },
-    spec: {
-      capacity: { storage: "1Gi" },
-      accessModes: ["ReadWriteMany"],
-      csi: {
-        driver: "s3.csi.scality.com",
-        volumeHandle: pv,
-        volumeAttributes: { bucketName: "b" },
-      },
-      claimRef: { name: `claim-${name}`, namespace: c.namespace },
-      storageClassName: "",
-    },
-  });
-  await c.client.create(PVCS, {
-    metadata: { name: `claim-${name}`, namespace: c.namespace },
-    spec: {
-      accessModes: ["ReadWriteMany"],
-      resources: { requests: { storage: "1Gi" } },
-      storageClassName: "",
-      volumeName: pv,
-    },
-  });
+  const claim = `claim-${name}`;
+  await c.client.create(PVS, preboundPv(pv, { name: claim, namespace: c.namespace }));
+  await c.client.create(PVCS, preboundClaim(claim, c.namespace, pv));
   await c.client.patch(PVCS, `claim-${name}`, c.namespace, { status: { phase: "Bound" } }, {
     subresource: "status",
   });
