@@ -22,16 +22,15 @@
 import assert from "node:assert/strict";
 import type { KubeObject } from "../../src/kube/client.ts";
 import { PODS } from "../../src/kube/resources.ts";
-import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../../src/mppod/labels.ts";
 import { CREDENTIALS_DIR, hostCommDir } from "../../src/mppod/paths.ts";
 import { findMount, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { exists, type Running, runToEnd, waitFor } from "../_helpers.ts";
 import {
   type Harness,
   kubeletMkdirParent,
+  mountpointPodObject,
   MP_UID,
   type MpPod,
-  NODE,
   startMounter,
 } from "../node/_harness.ts";
 import {
@@ -261,22 +260,10 @@ type PendingPod = Omit<MpPod, "mounter">;
 
 /** A Mountpoint Pod object (Pending) with its comm dir, and no mounter yet. */
 async function pendingMountpointPod(h: Harness, name: string): Promise<PendingPod> {
-  const created = await h.kube.create<KubeObject>(PODS, {
-    apiVersion: "v1",
-    kind: "Pod",
-    metadata: {
-      name,
-      namespace: "mount-s3",
-      labels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
-    },
-    spec: {
-      nodeName: NODE,
-      restartPolicy: "OnFailure",
-      securityContext: { runAsUser: MP_UID, runAsGroup: MP_UID, fsGroup: MP_UID },
-      containers: [{ name: "mountpoint", image: "s3-csi-mounter" }],
-      volumes: [{ name: "comm", emptyDir: { medium: "Memory" } }],
-    },
-  });
+  const created = await h.kube.create<KubeObject>(
+    PODS,
+    mountpointPodObject(name, [{ name: "comm", emptyDir: { medium: "Memory" } }]),
+  );
   const uid = created.metadata!.uid!;
   const commDir = hostCommDir(h.root, uid);
   await Deno.mkdir(commDir, { recursive: true, mode: 0o755 });

@@ -55,6 +55,29 @@ import { CACHE_VOLUME_NAME } from "../../src/mppod/cache_volume.ts";
 export const NODE = "node-1";
 /** uid/gid of Mountpoint Pods. */
 export const MP_UID = 1000;
+
+/**
+ * A Mountpoint Pod object of the node tiers (`mount-s3` namespace, this node, uid/gid/fsGroup
+ * {@link MP_UID}) with these volumes; the harness plays its kubelet.
+ */
+export function mountpointPodObject(name: string, volumes: Record<string, unknown>[]): KubeObject {
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name,
+      namespace: "mount-s3",
+      labels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
+    },
+    spec: {
+      nodeName: NODE,
+      restartPolicy: "OnFailure",
+      securityContext: { runAsUser: MP_UID, runAsGroup: MP_UID, fsGroup: MP_UID },
+      containers: [{ name: "mountpoint", image: "s3-csi-mounter" }],
+      volumes,
+    },
+  };
+}
 /** RGW env files tried in order: `$S3_STATE_DIR/env`, then the default state dir. */
 const RGW_ENVS = [
   ...(Deno.env.get("S3_STATE_DIR") ? [`${Deno.env.get("S3_STATE_DIR")}/env`] : []),
@@ -423,22 +446,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     async mountpointPod(name, podOptions = {}) {
       const volumes: Record<string, unknown>[] = [{ name: "comm", emptyDir: { medium: "Memory" } }];
       if (podOptions.cache) volumes.push({ name: CACHE_VOLUME_NAME, emptyDir: podOptions.cache });
-      const created = await kube.create<KubeObject>(PODS, {
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: {
-          name,
-          namespace: "mount-s3",
-          labels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
-        },
-        spec: {
-          nodeName: NODE,
-          restartPolicy: "OnFailure",
-          securityContext: { runAsUser: MP_UID, runAsGroup: MP_UID, fsGroup: MP_UID },
-          containers: [{ name: "mountpoint", image: "s3-csi-mounter" }],
-          volumes,
-        },
-      });
+      const created = await kube.create<KubeObject>(PODS, mountpointPodObject(name, volumes));
       const uid = created.metadata!.uid!;
       const commDir = hostCommDir(root, uid);
       await Deno.mkdir(commDir, { recursive: true, mode: 0o755 });
