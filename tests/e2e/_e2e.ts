@@ -13,12 +13,8 @@
  */
 import assert from "node:assert/strict";
 import type { KubeClient } from "../../src/kube/client.ts";
-import { ApiEventRecorder } from "../../src/kube/event_recorder.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
-import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
 import { CREDENTIALS_FILE } from "../../src/node/credentials.ts";
-import { Provisioner } from "../testbed/csi_provisioner/provisioner.ts";
-import { ChildProcess } from "../testbed/sandbox/child_process.ts";
 import { describeCrashes } from "../testbed/sandbox/child_process.ts";
 import { cleanUpLeftovers, leftoversOf, processesUsing } from "../testbed/sandbox/leftovers.ts";
 import { SandboxEnv } from "../testbed/sandbox/sandbox_env.ts";
@@ -26,7 +22,7 @@ import type { S3Env } from "../testbed/sandbox/s3_server.ts";
 import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { errorMessage } from "../../src/util/errors.ts";
-import { freePort, runToEnd, testOrSkip } from "../_helpers.ts";
+import { runToEnd, testOrSkip } from "../_helpers.ts";
 import { findFiles, type Scenario, ScenarioCluster, stepsOf } from "../scenarios/cluster.ts";
 
 /** Namespace of the workloads. */
@@ -58,7 +54,6 @@ export function e2eSkipReason(): string | undefined {
 export class E2E extends ScenarioCluster {
   readonly env: SandboxEnv;
   readonly dir: string;
-  provisioner: Provisioner | undefined;
 
   constructor(env: SandboxEnv, dir: string) {
     super();
@@ -193,7 +188,6 @@ export async function withSandbox(
       s3: "rgw",
       engine: "rclone",
       signal: stop.signal,
-      withoutController: true,
     },
     new StepReporter((t) => out.push(t)),
   );
@@ -202,7 +196,8 @@ export async function withSandbox(
   let failure: unknown;
   try {
     assert.ok(await env.start(), `sandbox did not start:\n${out.join("")}`);
-    await startController(e);
+    // The sandbox goes on without a controller (its steps then fail naming it); e2e needs one.
+    assert.ok(env.provisioner, `no controller with a connected csi-provisioner:\n${out.join("")}`);
     report(`${opts.name}: sandbox up in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     await fn(e);
   } catch (err) {
@@ -210,7 +205,6 @@ export async function withSandbox(
   }
   const leaks: string[] = [];
   try {
-    await e.provisioner?.stop();
     await env.drain().catch(() => {});
     // Every Mountpoint Pod must be released once its workloads are gone — also after a failed
     // mount (the mounter exits when the node plugin writes mount.exit). Stopping the controller
@@ -273,43 +267,6 @@ async function exclusive<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 const LOCK_PATH = "/tmp/s3csi-e2e-sandbox.lock";
-
-async function startController(e: E2E): Promise<void> {
-  const { env, dir } = e;
-  const s3 = env.s3!.env;
-  const socket = `${dir}/controller/csi.sock`;
-  await Deno.mkdir(`${dir}/controller`, { recursive: true });
-  env.controller = await ChildProcess.binary("controller", [], {
-    KUBECONFIG: `${dir}/kubeconfig`,
-    CSI_ENDPOINT: `unix://${socket}`,
-    MOUNTPOINT_NAMESPACE: DEFAULT_MOUNTPOINT_NAMESPACE,
-    MOUNTPOINT_IMAGE: "s3-csi-mounter:sandbox",
-    LOG_FORMAT: "text",
-    METRICS_ADDRESS: `127.0.0.1:${freePort()}`,
-    AWS_ENDPOINT_URL: s3.S3_ENDPOINT,
-    AWS_REGION: s3.AWS_REGION,
-    AWS_ACCESS_KEY_ID: s3.AWS_ACCESS_KEY_ID,
-    AWS_SECRET_ACCESS_KEY: s3.AWS_SECRET_ACCESS_KEY,
-  }, `${env.logDir}/controller.log`);
-  const c = env.client!;
-  e.provisioner = new Provisioner({
-    client: c,
-    socketPath: socket,
-    events: new ApiEventRecorder(c, "csi-provisioner", "e2e"),
-    retryStartMs: 500,
-    retryMaxMs: 3000,
-  });
-  const controller = env.controller;
-  let started = false;
-  const exited = controller.status.then(async (code) => {
-    if (started) return;
-    const log = await Deno.readTextFile(controller.logPath).catch(() => "");
-    throw new Error(`controller exited with ${code}: ${log.split("\n").slice(-15).join("\n")}`);
-  });
-  exited.catch(() => {});
-  await Promise.race([e.provisioner.start(60_000), exited]);
-  started = true;
-}
 
 /** Print one line to stderr (collected in the tier's report). */
 export function report(line: string): void {

@@ -10,12 +10,9 @@
  */
 import assert from "node:assert/strict";
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from "@aws-sdk/client-s3";
-import { ApiEventRecorder } from "../../src/kube/event_recorder.ts";
 import { EVENTS, PODS, PVCS, PVS, STORAGE_CLASSES } from "../../src/kube/resources.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../../src/kube/types.ts";
-import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
-import { Provisioner } from "../testbed/csi_provisioner/provisioner.ts";
-import { ChildProcess, describeCrashes } from "../testbed/sandbox/child_process.ts";
+import { describeCrashes } from "../testbed/sandbox/child_process.ts";
 import { cleanUpLeftovers, leftoversOf } from "../testbed/sandbox/leftovers.ts";
 import { SandboxEnv } from "../testbed/sandbox/sandbox_env.ts";
 import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
@@ -71,46 +68,18 @@ testOrSkip(SKIP, {
     const stop = new AbortController();
     const out: string[] = [];
     const env = new SandboxEnv(
-      { dir, nodes: 1, s3: "rgw", engine: "rclone", signal: stop.signal, withoutController: true },
+      { dir, nodes: 1, s3: "rgw", engine: "rclone", signal: stop.signal },
       new StepReporter((t) => out.push(t)),
     );
-    let provisioner: Provisioner | undefined;
     let teardown = "";
     const shared = `shared-${unique()}`;
     try {
       assert.ok(await env.start(), out.join(""));
       const c = env.client!;
-      const s3 = env.s3!;
-      const socket = `${dir}/controller/csi.sock`;
-      env.controller = await ChildProcess.binary("controller", [], {
-        KUBECONFIG: `${dir}/kubeconfig`,
-        CSI_ENDPOINT: `unix://${socket}`,
-        MOUNTPOINT_NAMESPACE: DEFAULT_MOUNTPOINT_NAMESPACE,
-        MOUNTPOINT_IMAGE: "s3-csi-mounter:sandbox",
-        LOG_FORMAT: "text",
-        METRICS_ADDRESS: "",
-        AWS_ENDPOINT_URL: s3.env.S3_ENDPOINT,
-        AWS_REGION: s3.env.AWS_REGION,
-        AWS_ACCESS_KEY_ID: s3.env.AWS_ACCESS_KEY_ID,
-        AWS_SECRET_ACCESS_KEY: s3.env.AWS_SECRET_ACCESS_KEY,
-      }, `${env.logDir}/controller.log`);
-      provisioner = new Provisioner({
-        client: c,
-        socketPath: socket,
-        events: new ApiEventRecorder(c, "csi-provisioner", "sandbox"),
-        retryStartMs: 500,
-        retryMaxMs: 3000,
-      });
-      const controller = env.controller;
-      let started = false;
-      const exited = controller.status.then(async (code) => {
-        if (started) return;
-        const log = await Deno.readTextFile(controller.logPath).catch(() => "");
-        throw new Error(`controller exited with ${code}: ${log.split("\n").slice(-15).join("\n")}`);
-      });
-      exited.catch(() => {}); // raced below; after start-up an exit is not an error here
-      await Promise.race([provisioner.start(60_000), exited]);
-      started = true;
+      assert.ok(
+        env.provisioner,
+        `no controller with a connected csi-provisioner:\n${out.join("")}`,
+      );
 
       await env.s3Client!.send(
         new (await import("@aws-sdk/client-s3")).CreateBucketCommand({
@@ -227,7 +196,6 @@ testOrSkip(SKIP, {
       assert.equal(await get(bucketIfEmpty, "f.txt"), "e", "delete-if-empty kept the data");
       writeStderr(`sandbox provisioning: ${event.message}\n`);
     } finally {
-      await provisioner?.stop();
       await env.drain().catch(() => {});
       await env.stop().catch(() => {});
       stop.abort();
