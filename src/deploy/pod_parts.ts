@@ -37,6 +37,17 @@ export function metricsPortProbes(): Pick<Container, "livenessProbe" | "readines
   };
 }
 
+/** The pod security context of the controller binaries' pods: nonroot uid/gid/fsGroup, seccomp. */
+export function nonRootPodContext(): Record<string, unknown> {
+  return {
+    runAsNonRoot: true,
+    runAsUser: NONROOT_UID,
+    runAsGroup: NONROOT_UID,
+    fsGroup: NONROOT_UID,
+    seccompProfile: { type: "RuntimeDefault" },
+  };
+}
+
 /** A container's `resources` without empty groups. */
 export function resources(r: ResourceValues): Container["resources"] {
   const clean = (g: Record<string, string | undefined>) =>

@@ -13,7 +13,7 @@ import { commonLabels, CONTROLLER_DEPLOYMENT, CONTROLLER_SERVICE_ACCOUNT } from 
 import {
   dedupeEnv,
   metricsPortProbes,
-  NONROOT_UID,
+  nonRootPodContext,
   pullSecrets,
   resources,
   restrictedContext,
@@ -92,13 +92,7 @@ export function renderControllerDeployment(v: DeployValues): Manifest {
           priorityClassName: "system-cluster-critical",
           nodeSelector: { "kubernetes.io/os": "linux", ...c.nodeSelector },
           ...(c.tolerations.length ? { tolerations: tolerations(c.tolerations) } : {}),
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: NONROOT_UID,
-            runAsGroup: NONROOT_UID,
-            fsGroup: NONROOT_UID,
-            seccompProfile: { type: "RuntimeDefault" },
-          },
+          securityContext: nonRootPodContext(),
           terminationGracePeriodSeconds: 30,
           ...pullSecrets(v),
           containers: [controller],
