@@ -31,6 +31,31 @@ function elector(
   });
 }
 
+/**
+ * A real-time elector (short timings) whose work runs until told to stop; `started` resolves once
+ * it leads, `work()` is the signal its work got.
+ */
+function leadingElector(client: KubeClient) {
+  let workSignal: AbortSignal | undefined;
+  let leading!: () => void;
+  const started = new Promise<void>((r) => (leading = r));
+  const e = new LeaderElector({
+    client,
+    namespace: "n",
+    name: "l",
+    identity: "a",
+    leaseDurationMs: 600,
+    renewDeadlineMs: 400,
+    retryPeriodMs: 50,
+    onStartedLeading: async (signal) => {
+      workSignal = signal;
+      leading();
+      await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
+    },
+  });
+  return { e, started, work: () => workSignal };
+}
+
 async function holder(client: KubeClient): Promise<string | undefined> {
   return (await client.get<Lease>(LEASES, "lease", "kube-system"))?.spec.holderIdentity;
 }
@@ -180,29 +205,13 @@ class HangingClient extends FakeKubeClient {
 
 Deno.test("leader election: a leader whose renewals hang steps down, and its work is told to stop", async () => {
   const client = new HangingClient();
-  let workSignal: AbortSignal | undefined;
-  let leading!: () => void;
-  const started = new Promise<void>((r) => (leading = r));
-  const e = new LeaderElector({
-    client,
-    namespace: "n",
-    name: "l",
-    identity: "a",
-    leaseDurationMs: 600,
-    renewDeadlineMs: 400,
-    retryPeriodMs: 50,
-    onStartedLeading: async (signal) => {
-      workSignal = signal;
-      leading();
-      await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
-    },
-  });
+  const { e, started, work } = leadingElector(client);
   const stop = new AbortController();
   const outcome = e.run(stop.signal);
   await started;
   client.hang = true;
   assert.equal(await outcome, "lost");
-  assert.equal(workSignal?.aborted, true);
+  assert.equal(work()?.aborted, true);
   assert.equal(e.isLeader, false);
   assert.ok(client.hungCalls >= 1, "renewals were attempted and hung");
   stop.abort();
@@ -210,21 +219,7 @@ Deno.test("leader election: a leader whose renewals hang steps down, and its wor
 
 Deno.test("leader election: stopping releases the lease so a successor need not wait", async () => {
   const client = new FakeKubeClient();
-  let leading!: () => void;
-  const started = new Promise<void>((r) => (leading = r));
-  const e = new LeaderElector({
-    client,
-    namespace: "n",
-    name: "l",
-    identity: "a",
-    leaseDurationMs: 600,
-    renewDeadlineMs: 400,
-    retryPeriodMs: 50,
-    onStartedLeading: async (signal) => {
-      leading();
-      await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
-    },
-  });
+  const { e, started } = leadingElector(client);
   const stop = new AbortController();
   const outcome = e.run(stop.signal);
   await started;
