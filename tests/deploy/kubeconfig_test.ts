@@ -70,6 +70,22 @@ function execUser(state: string, e: ExecUser): Record<string, unknown> {
   };
 }
 
+/**
+ * In `dir`: the fake plugin's state dir (`state`, made) and a kubeconfig (`path`) for `server`
+ * whose user runs the plugin with `user`'s settings.
+ */
+async function execKubeconfig(
+  dir: string,
+  server: string,
+  user: ExecUser,
+): Promise<{ state: string; path: string }> {
+  const state = `${dir}/state`;
+  await Deno.mkdir(state, { recursive: true });
+  const path = `${dir}/config`;
+  await Deno.writeTextFile(path, kubeconfig(server, execUser(state, user)));
+  return { state, path };
+}
+
 async function runs(state: string): Promise<number> {
   let n = 0;
   for await (const f of Deno.readDir(state)) if (f.name.startsWith("info.")) n++;
@@ -104,23 +120,14 @@ Deno.test("kubeconfig: exec plugins (v1 and v1beta1) authenticate deploy; one ru
   ) {
     await t.step(apiVersion, async () => {
       await using dir = await tempDir();
-      const state = `${dir.path}/state`;
-      await Deno.mkdir(state);
-      const path = `${dir.path}/config`;
-      await Deno.writeTextFile(
-        path,
-        kubeconfig(
-          e.api.url,
-          execUser(state, {
-            apiVersion,
-            // v1 requires interactiveMode; v1beta1 defaults to IfAvailable.
-            ...(apiVersion.endsWith("/v1") ? { interactiveMode: "IfAvailable" } : {}),
-            provideClusterInfo: true,
-            args: ["--region", "eu-west-1"],
-            env: { FAKE_TOKENS: e.api.token },
-          }),
-        ),
-      );
+      const { state, path } = await execKubeconfig(dir.path, e.api.url, {
+        apiVersion,
+        // v1 requires interactiveMode; v1beta1 defaults to IfAvailable.
+        ...(apiVersion.endsWith("/v1") ? { interactiveMode: "IfAvailable" } : {}),
+        provideClusterInfo: true,
+        args: ["--region", "eu-west-1"],
+        env: { FAKE_TOKENS: e.api.token },
+      });
       const r = await cli("deploy", ["--dry-run"], { KUBECONFIG: path });
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, /Dry run of s3\.csi\.scality\.com/);
@@ -186,11 +193,8 @@ Deno.test("kubeconfig: exec credentials are cached until expirationTimestamp, an
 Deno.test("kubeconfig: a plugin that cannot give credentials fails the command with what to do", async (t) => {
   await using e = await emulator();
   await using dir = await tempDir();
-  const state = `${dir.path}/state`;
-  await Deno.mkdir(state);
   const run = async (user: ExecUser) => {
-    const path = `${dir.path}/config`;
-    await Deno.writeTextFile(path, kubeconfig(e.api.url, execUser(state, user)));
+    const { path } = await execKubeconfig(dir.path, e.api.url, user);
     return await cli("deploy", ["--dry-run"], { KUBECONFIG: path });
   };
   await t.step("not installed: the install hint is shown", async () => {
@@ -240,16 +244,10 @@ Deno.test("kubeconfig: interactiveMode gives the plugin the terminal only when a
   ) {
     await t.step(`${mode} on a terminal`, async () => {
       await using dir = await tempDir();
-      const state = `${dir.path}/state`;
-      await Deno.mkdir(state);
-      const path = `${dir.path}/config`;
-      await Deno.writeTextFile(
-        path,
-        kubeconfig(
-          e.api.url,
-          execUser(state, { interactiveMode: mode, env: { FAKE_TOKENS: e.api.token } }),
-        ),
-      );
+      const { state, path } = await execKubeconfig(dir.path, e.api.url, {
+        interactiveMode: mode,
+        env: { FAKE_TOKENS: e.api.token },
+      });
       const command = [
         Deno.execPath(),
         "run",
