@@ -145,20 +145,15 @@ Deno.test("kubeconfig: exec plugins (v1 and v1beta1) authenticate deploy; one ru
 
 Deno.test("kubeconfig: exec credentials are cached until expirationTimestamp, and the plugin runs again after a 401", async (t) => {
   await using e = await emulator();
-  const client = async (dir: string, state: string, env: Record<string, string>) => {
-    const path = `${dir}/config`;
-    await Deno.writeTextFile(
-      path,
-      kubeconfig(e.api.url, execUser(state, { interactiveMode: "Never", env })),
-    );
+  /** A client of the CLI's kubeconfig loading whose user runs the plugin with `env`. */
+  const client = async (dir: string, env: Record<string, string>) => {
+    const { state, path } = await execKubeconfig(dir, e.api.url, { interactiveMode: "Never", env });
     const loaded = loadCliKubeConfig({ kubeconfig: path, stdinIsTerminal: false });
-    return new RestKubeClient(loaded.config);
+    return { c: new RestKubeClient(loaded.config), state };
   };
   await t.step("valid for an hour: one run for three calls", async () => {
     await using dir = await tempDir();
-    const state = `${dir.path}/state`;
-    await Deno.mkdir(state);
-    const c = await client(dir.path, state, {
+    const { c, state } = await client(dir.path, {
       FAKE_TOKENS: e.api.token,
       FAKE_EXPIRES: new Date(Date.now() + 3_600_000).toISOString(),
     });
@@ -168,9 +163,7 @@ Deno.test("kubeconfig: exec credentials are cached until expirationTimestamp, an
   });
   await t.step("already expired: a run per call", async () => {
     await using dir = await tempDir();
-    const state = `${dir.path}/state`;
-    await Deno.mkdir(state);
-    const c = await client(dir.path, state, {
+    const { c, state } = await client(dir.path, {
       FAKE_TOKENS: e.api.token,
       FAKE_EXPIRES: "2001-01-01T00:00:00Z",
     });
@@ -180,9 +173,7 @@ Deno.test("kubeconfig: exec credentials are cached until expirationTimestamp, an
   });
   await t.step("rejected (401): the plugin runs again and the call succeeds", async () => {
     await using dir = await tempDir();
-    const state = `${dir.path}/state`;
-    await Deno.mkdir(state);
-    const c = await client(dir.path, state, { FAKE_TOKENS: `revoked ${e.api.token}` });
+    const { c, state } = await client(dir.path, { FAKE_TOKENS: `revoked ${e.api.token}` });
     const list = await c.list(NAMESPACES);
     assert.ok(list.items.length > 0);
     await c.close();
