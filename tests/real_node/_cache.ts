@@ -18,7 +18,6 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import type { KubeObject } from "../../src/kube/client.ts";
 import { NODES, PODS, PVCS, PVS, STORAGE_CLASSES } from "../../src/kube/resources.ts";
-import { MOUNTPOINT_CONTAINER } from "../../src/mppod/pod_spec.ts";
 import {
   CACHE_DIR,
   CACHE_VOLUME_NAME,
@@ -28,17 +27,11 @@ import {
 import { COMM_VOLUME_NAME } from "../../src/mppod/paths.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
-import {
-  containerIdOf,
-  type ContainerStatusLike,
-  hostProcesses,
-  processTree,
-  taskPid,
-} from "../testbed/services/real_node/host.ts";
 import { testBytes } from "../engine/_engine.ts";
 import { dirUsage, listTree, waitFor } from "../_helpers.ts";
 import { type Step, unique } from "../scenarios/cluster.ts";
 import { type RealNodeCluster, report, type Tier } from "./_harness.ts";
+import { mountpointProcesses } from "./_node_only.ts";
 
 const MIB = 1024 * 1024;
 /** Objects read through the cache: more than any cache limit below, so eviction must work. */
@@ -70,13 +63,7 @@ function assertReadsIdentical(log: string): void {
 
 /** The engine's command line in a Mountpoint Pod, read from the host's `/proc`. */
 async function engineArgs(e: RealNodeCluster, mp: Pod): Promise<string> {
-  const status = (mp.status?.containerStatuses as ContainerStatusLike[] | undefined)?.find((c) =>
-    c.name === MOUNTPOINT_CONTAINER
-  );
-  const id = containerIdOf(status);
-  assert.ok(id, `Mountpoint container of ${mp.metadata.name} runs`);
-  const tree = processTree(await hostProcesses(), await taskPid(e.node, id));
-  const engine = tree.find((p) => /mount-s3|rclone/.test(p.cmdline));
+  const { tree, engine } = await mountpointProcesses(e, mp);
   assert.ok(engine, `the engine runs: ${tree.map((p) => p.cmdline)}`);
   return engine.cmdline;
 }

@@ -20,6 +20,7 @@ import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import {
   containerIdOf,
   type ContainerStatusLike,
+  type HostProcess,
   hostProcesses,
   killContainer,
   processTree,
@@ -37,6 +38,20 @@ function containerStatus(pod: Pod | undefined, name: string): ContainerStatusLik
   return (pod?.status?.containerStatuses as ContainerStatusLike[] | undefined)?.find((c) =>
     c.name === name
   );
+}
+
+/**
+ * The processes of a Mountpoint Pod's container, from `/proc` on the host (the mounter is the first,
+ * its engine — `mount-s3` or `rclone` — below it), and the engine among them.
+ */
+export async function mountpointProcesses(
+  e: RealNodeCluster,
+  mp: Pod | undefined,
+): Promise<{ tree: HostProcess[]; engine: HostProcess | undefined }> {
+  const id = containerIdOf(containerStatus(mp, MOUNTPOINT_CONTAINER));
+  assert.ok(id, `Mountpoint container of ${mp?.metadata.name} is running`);
+  const tree = processTree(await hostProcesses(), await taskPid(e.node, id));
+  return { tree, engine: tree.find((p) => /rclone|mount-s3/.test(p.cmdline)) };
 }
 
 async function controllerPod(e: RealNodeCluster): Promise<Pod> {
@@ -118,11 +133,8 @@ export async function mountpointIdentity(tier: Tier, step: Step): Promise<void> 
         const mpName = await e.mountpointPodOf(pod);
         assert.ok(mpName, "the workload has a Mountpoint Pod");
         const mp = await e.client.get<Pod>(PODS, mpName, DEFAULT_MOUNTPOINT_NAMESPACE);
-        const id = containerIdOf(containerStatus(mp, MOUNTPOINT_CONTAINER));
-        assert.ok(id, `Mountpoint container of ${mpName} is running`);
-        const tree = processTree(await hostProcesses(), await taskPid(e.node, id));
+        const { tree, engine } = await mountpointProcesses(e, mp);
         const mounter = tree.find((p) => /mounter/.test(p.cmdline));
-        const engine = tree.find((p) => /rclone|mount-s3/.test(p.cmdline));
         assert.ok(mounter, `the mounter runs in the container: ${tree.map((p) => p.cmdline)}`);
         assert.ok(engine, `the engine runs in the container: ${tree.map((p) => p.cmdline)}`);
         const seen: string[] = [];
