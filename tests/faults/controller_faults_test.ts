@@ -32,7 +32,7 @@ async function volume(c: TestCluster, name: string): Promise<void> {
   const claim = `claim-${name}`;
   await c.client.create(PVS, preboundPv(pv, { name: claim, namespace: c.namespace }));
   await c.client.create(PVCS, preboundClaim(claim, c.namespace, pv));
-  await c.client.patch(PVCS, `claim-${name}`, c.namespace, { status: { phase: "Bound" } }, {
+  await c.client.patch(PVCS, claim, c.namespace, { status: { phase: "Bound" } }, {
     subresource: "status",
   });
 }
