@@ -10,6 +10,9 @@
  *   the spec's gRPC status (`toStatus`).
  * - RPCs a service object does not implement answer `UNIMPLEMENTED`.
  * - `stop()` drains in-flight calls for a bounded time, then forces the shutdown.
+ * - The server's limits (connections, request bytes held, request time; `grpc/limits.ts`) hold
+ *   against any local peer; each time one refuses or cuts something it is logged at warn level,
+ *   at most once per kind and {@link LIMIT_LOG_INTERVAL_MS}, with the count of those not logged.
  *
  * @module
  */
@@ -27,6 +30,7 @@ import {
   GrpcStatusError,
   type UnaryHandler,
 } from "./grpc/grpc_server.ts";
+import type { LimitEvent, LimitKind } from "./grpc/limits.ts";
 import { csiMethods, type CsiServiceName } from "./proto.ts";
 
 /** Service implementations to serve; any subset. Missing methods answer UNIMPLEMENTED. */
@@ -50,6 +54,9 @@ export interface CsiServerOptions {
   readonly maxReceiveBytes?: number;
 }
 
+/** At most one warning per this interval about the server's limits (a flood would flood the log). */
+export const LIMIT_LOG_INTERVAL_MS = 10_000;
+
 const METHODS: Record<CsiServiceName, Record<string, string>> = {
   Identity: Identity_METHODS,
   Controller: Controller_METHODS,
@@ -63,6 +70,8 @@ export class CsiServer {
   readonly #options: CsiServerOptions;
   readonly #log = logger("csi");
   #server: GrpcServer | undefined;
+  /** Per kind of limit event: when one was last logged, and how many were not since. */
+  readonly #limitLog = new Map<LimitKind, { at: number; notLogged: number }>();
 
   /** Create a server; nothing is bound until {@link start}. */
   constructor(options: CsiServerOptions) {
@@ -110,6 +119,7 @@ export class CsiServer {
           });
         }
       },
+      onLimit: (event) => this.#logLimit(event),
     });
     server.listenUnix(path);
     await chmod(path, 0o700);
@@ -118,6 +128,20 @@ export class CsiServer {
       services: Object.entries(this.#options.services).filter(([, v]) => v).map(([k]) => k),
       socket: path,
     });
+  }
+
+  #logLimit({ kind, detail }: LimitEvent): void {
+    const now = performance.now();
+    const last = this.#limitLog.get(kind);
+    if (last && now - last.at < LIMIT_LOG_INTERVAL_MS) {
+      last.notLogged++;
+      return;
+    }
+    this.#log.warn(
+      "CSI server limit ({kind}) on {socket}: {detail} ({notLogged} more not logged since the last)",
+      { kind, socket: this.#options.socketPath, detail, notLogged: last?.notLogged ?? 0 },
+    );
+    this.#limitLog.set(kind, { at: now, notLogged: 0 });
   }
 
   /** Stop accepting calls, wait up to `graceMs` for in-flight ones, then force; remove the socket. */

@@ -2,7 +2,7 @@
  * Helpers of the adversarial tier: the kubelet-style Go client (built from the Go module proxy),
  * a bare node plugin on the API emulator (no S3, for protocol soaks), a Mountpoint Pod's
  * adversary (a real uid-1000 process that plants and swaps entries in the comm dir), host canaries
- * the node plugin must never read or touch, and thread counts of a process.
+ * the node plugin must never read or touch, and thread counts and resident memory of a process.
  *
  * @module
  */
@@ -146,6 +146,32 @@ export async function startBareNode(nodeArgs: string[] = []): Promise<BareNode> 
 export async function threadsOf(pid: number): Promise<number> {
   const status = await Deno.readTextFile(`/proc/${pid}/status`);
   return Number(/^Threads:\s+(\d+)/m.exec(status)?.[1] ?? NaN);
+}
+
+/** Resident memory of process `pid` in MiB (VmRSS from /proc). */
+export async function rssMiB(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kib = Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN);
+  return Math.round(kib / 1024 * 10) / 10;
+}
+
+/** Samples {@link rssMiB} of `pid` every 50 ms until stopped; `peak()` is the largest seen. */
+export function rssPeak(pid: number): { peak(): Promise<number> } & AsyncDisposable {
+  let peak = 0;
+  let stopped = false;
+  const sampling = (async () => {
+    while (!stopped) {
+      peak = Math.max(peak, await rssMiB(pid).catch(() => 0));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  const stop = async () => {
+    stopped = true;
+    await sampling;
+    peak = Math.max(peak, await rssMiB(pid).catch(() => 0));
+    return peak;
+  };
+  return { peak: stop, [Symbol.asyncDispose]: async () => void await stop() };
 }
 
 /** Whether the process ended (without waiting). */

@@ -10,7 +10,12 @@
  *
  * Every call gets an `AbortSignal` that aborts when the client's deadline passes, the client
  * cancels (RST_STREAM) or its connection ends. At the deadline the client is answered
- * DEADLINE_EXCEEDED at once, whatever the handler is still doing.
+ * DEADLINE_EXCEEDED at once, whatever the handler is still doing. A `grpc-timeout` longer than a
+ * timer can wait ({@link MAX_TIMEOUT_MS}, about 24.8 days) means no practical deadline.
+ *
+ * Limits (defaults in `limits.ts`, ADR 0008): those of each connection (`http2_connection.ts`),
+ * plus the connections open at once ({@link GrpcServerOptions.maxConnections}) and the request
+ * bytes all of them hold together ({@link GrpcServerOptions.maxBufferedBytes}).
  *
  * @module
  */
@@ -23,6 +28,9 @@ import {
   type IncomingRequest,
   type OutgoingResponse,
 } from "./http2_connection.ts";
+import { ErrorCode, goawayFrame, settingsFrame } from "./http2_frames.ts";
+import { checkLimit, DEFAULT_LIMITS, type LimitEvent } from "./limits.ts";
+import { ReceiveBudget } from "./receive_budget.ts";
 
 /** gRPC status codes used by the transport itself (same numbers as `Code` in `csi/errors.ts`). */
 export const GrpcCode = {
@@ -67,15 +75,36 @@ export class CallCancelledError extends Error {
 /** A unary method: request message bytes in, response message bytes out. */
 export type UnaryHandler = (request: Uint8Array, call: GrpcCall) => Promise<Uint8Array>;
 
-/** Options of {@link GrpcServer}. */
+/** Options of {@link GrpcServer} (defaults in `limits.ts`). */
 export interface GrpcServerOptions {
   /** Largest request message. @default 4 MiB */
   readonly maxReceiveBytes?: number;
+  /**
+   * Connections open at once. A connection above the limit closes the one idle the longest
+   * (GOAWAY `NO_ERROR`; its client reconnects), or is refused (GOAWAY `ENHANCE_YOUR_CALM`) when
+   * every open one has a call in flight. @default 128
+   */
+  readonly maxConnections?: number;
+  /**
+   * Request bytes (header lists and bodies, until their handlers return) all connections hold
+   * together; once reached, their flow-control windows stay closed and new streams are refused
+   * until bytes are freed. At least one connection's `maxBufferedBytes`.
+   * @default the larger of 16 MiB and twice one connection's `maxBufferedBytes`
+   */
+  readonly maxBufferedBytes?: number;
   /** HTTP/2 limits of each connection. */
-  readonly connection?: Omit<Http2ConnectionOptions, "maxBodyBytes">;
+  readonly connection?: Omit<Http2ConnectionOptions, "maxBodyBytes" | "budget" | "onLimit">;
   /** Called when a connection ends (for logs). */
   readonly onConnectionEnd?: (end: ConnectionEnd) => void;
+  /** Called when a limit refuses or closes a connection, or cuts a stream (for logs). */
+  readonly onLimit?: (event: LimitEvent) => void;
 }
+
+/**
+ * The longest deadline a timer can wait (2^31 - 1 ms, about 24.8 days: `setTimeout` fires after
+ * 1 ms for anything longer). A `grpc-timeout` above it means no practical deadline.
+ */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 const TIMEOUT_UNITS: Record<string, number> = {
   H: 3_600_000,
@@ -133,11 +162,32 @@ function header(headers: readonly HeaderField[], name: string): string | undefin
   return headers.find(([n]) => n === name)?.[1];
 }
 
+/** Refuse a connection: the server preface and a GOAWAY saying why, then close (bounded). */
+async function refuse(transport: Http2Transport, why: string): Promise<void> {
+  const settings = settingsFrame([]);
+  const goaway = goawayFrame(0, ErrorCode.ENHANCE_YOUR_CALM, why);
+  const bytes = new Uint8Array(settings.length + goaway.length);
+  bytes.set(settings);
+  bytes.set(goaway, settings.length);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    transport.write(bytes).catch(() => 0),
+    new Promise((r) => (timer = setTimeout(r, 1000))),
+  ]);
+  clearTimeout(timer);
+  try {
+    transport.close();
+  } catch { /* already closed */ }
+}
+
 /** A unary gRPC server. */
 export class GrpcServer {
   readonly #methods: ReadonlyMap<string, UnaryHandler>;
   readonly #o: GrpcServerOptions;
   readonly #maxReceive: number;
+  readonly #maxConnections: number;
+  readonly #budget: ReceiveBudget;
+  readonly #connectionBuffered: number;
   readonly #connections = new Set<Http2ServerConnection>();
   #listener: Deno.Listener | undefined;
   #accepting: Promise<void> | undefined;
@@ -145,14 +195,40 @@ export class GrpcServer {
 
   /** Create a server for `methods` (full method name → handler). */
   constructor(methods: ReadonlyMap<string, UnaryHandler>, options: GrpcServerOptions = {}) {
+    const owner = "GrpcServer";
     this.#methods = methods;
     this.#o = options;
-    this.#maxReceive = options.maxReceiveBytes ?? 4 * 1024 * 1024;
+    this.#maxReceive = checkLimit(
+      owner,
+      "maxReceiveBytes",
+      options.maxReceiveBytes ?? DEFAULT_LIMITS.maxReceiveBytes,
+    );
+    this.#maxConnections = checkLimit(
+      owner,
+      "maxConnections",
+      options.maxConnections ?? DEFAULT_LIMITS.maxConnections,
+      1,
+    );
+    // Checked against the body size by each connection.
+    this.#connectionBuffered = options.connection?.maxBufferedBytes ??
+      this.#maxReceive + 5 + DEFAULT_LIMITS.connectionBufferSlack;
+    this.#budget = new ReceiveBudget(checkLimit(
+      owner,
+      "maxBufferedBytes",
+      options.maxBufferedBytes ??
+        Math.max(DEFAULT_LIMITS.maxServerBufferBytes, 2 * this.#connectionBuffered),
+      this.#connectionBuffered,
+    ));
   }
 
   /** Open connections. */
   get connections(): number {
     return this.#connections.size;
+  }
+
+  /** Request bytes held by all connections (header lists and bodies; for tests and metrics). */
+  get bufferedBytes(): number {
+    return this.#budget.used;
   }
 
   /** Handlers still running (including those whose client has gone). */
@@ -182,11 +258,24 @@ export class GrpcServer {
     }
   }
 
-  /** Serve one already-accepted connection until it ends. Never rejects. */
+  /**
+   * Serve one already-accepted connection until it ends. Never rejects. Above `maxConnections`, the
+   * connection idle the longest is closed to make room, or this one is refused.
+   */
   async serveConnection(transport: Http2Transport): Promise<ConnectionEnd> {
+    if (!this.#makeRoom()) {
+      const detail = `refused a connection: ${this.#connections.size} are open, the limit, ` +
+        `and each has a call in flight`;
+      this.#o.onLimit?.({ kind: "connection refused", detail });
+      await refuse(transport, `too many connections (limit ${this.#maxConnections})`);
+      return { reason: "error", detail };
+    }
     const c = new Http2ServerConnection(transport, (req) => this.#handle(req), {
       ...this.#o.connection,
       maxBodyBytes: this.#maxReceive + 5,
+      maxBufferedBytes: this.#connectionBuffered,
+      budget: this.#budget,
+      ...(this.#o.onLimit ? { onLimit: this.#o.onLimit } : {}),
     });
     this.#connections.add(c);
     try {
@@ -196,6 +285,24 @@ export class GrpcServer {
     } finally {
       this.#connections.delete(c);
     }
+  }
+
+  /** True when a new connection may open: below the limit, or after closing the longest idle. */
+  #makeRoom(): boolean {
+    if (this.#connections.size < this.#maxConnections) return true;
+    let oldest: Http2ServerConnection | undefined;
+    for (const c of this.#connections) {
+      if (c.idle && (!oldest || c.lastActive < oldest.lastActive)) oldest = c;
+    }
+    if (!oldest) return false;
+    this.#connections.delete(oldest);
+    oldest.close(ErrorCode.NO_ERROR, "idle connection closed to make room for a new one");
+    this.#o.onLimit?.({
+      kind: "idle connection closed",
+      detail: `closed the connection idle the longest: ${this.#maxConnections} connections ` +
+        `are open, the limit`,
+    });
+    return true;
   }
 
   /**
@@ -250,10 +357,12 @@ export class GrpcServer {
       );
     }
     const timeoutHeader = header(req.headers, "grpc-timeout");
-    const timeoutMs = timeoutHeader === undefined ? undefined : parseGrpcTimeout(timeoutHeader);
-    if (timeoutHeader !== undefined && timeoutMs === undefined) {
+    const parsedMs = timeoutHeader === undefined ? undefined : parseGrpcTimeout(timeoutHeader);
+    if (timeoutHeader !== undefined && parsedMs === undefined) {
       return statusOnly(GrpcCode.INTERNAL, `grpc: malformed grpc-timeout "${timeoutHeader}"`);
     }
+    // Beyond what a timer can wait: no practical deadline (never a 1 ms one).
+    const timeoutMs = parsedMs !== undefined && parsedMs <= MAX_TIMEOUT_MS ? parsedMs : undefined;
     const abort = new AbortController();
     const onClientGone = () =>
       abort.abort(new CallCancelledError(`The client cancelled ${path} or went away`));

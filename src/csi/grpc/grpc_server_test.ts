@@ -16,6 +16,7 @@ import {
   windowUpdateFrame,
 } from "./http2_frames.ts";
 import type { Http2Transport } from "./http2_connection.ts";
+import type { LimitEvent } from "./limits.ts";
 import {
   CallCancelledError,
   DeadlineExceededError,
@@ -44,8 +45,10 @@ class Peer {
   #clientClosed = false;
   readonly decoder = new HpackDecoder();
   readonly transport: Http2Transport;
+  #stalled: (() => void)[] = [];
 
-  constructor() {
+  /** `stallWrites`: the client never reads (the server's writes never complete). */
+  constructor(options: { stallWrites?: boolean } = {}) {
     this.transport = {
       read: async (p) => {
         while (this.#toServer.length === 0) {
@@ -61,6 +64,9 @@ class Peer {
       },
       write: (p) => {
         if (this.#serverClosed || this.#clientClosed) return Promise.reject(new Error("closed"));
+        if (options.stallWrites) {
+          return new Promise((_, reject) => this.#stalled.push(() => reject(new Error("closed"))));
+        }
         const joined = new Uint8Array(this.#fromServer.length + p.length);
         joined.set(this.#fromServer);
         joined.set(p, this.#fromServer.length);
@@ -69,6 +75,7 @@ class Peer {
         return Promise.resolve(p.length);
       },
       close: () => {
+        for (const fail of this.#stalled.splice(0)) fail();
         this.#serverClosed = true;
         this.#serverWaiter?.();
         this.#clientWaiter?.();
@@ -465,4 +472,274 @@ Deno.test("grpc server: an idle connection is closed with GOAWAY only when an id
   const goaway = await peer.expect(FrameType.GOAWAY);
   assert.equal(readU32(goaway.payload, 0), 1, "last stream id");
   assert.equal((await done).reason, "timeout");
+});
+
+// ------------------------------------------------------------------ limits (ADR 0008, limits.ts)
+
+/** What the server granted a peer, from the frames it read. */
+class Grants {
+  conn = 65_535;
+  /** Everything granted on the connection: the initial window and the WINDOW_UPDATEs. */
+  total = 65_535;
+  readonly streams = new Map<number, number>();
+  readonly resets = new Map<number, number>();
+  goaway: number | undefined;
+  closed = false;
+
+  stream(id: number): number {
+    return this.streams.get(id) ?? 65_535;
+  }
+
+  apply(f: Frame | undefined): void {
+    if (!f) {
+      this.closed = true;
+      return;
+    }
+    if (f.type === FrameType.WINDOW_UPDATE) {
+      const increment = readU32(f.payload, 0);
+      if (f.streamId === 0) {
+        this.conn += increment;
+        this.total += increment;
+      } else {
+        this.streams.set(f.streamId, this.stream(f.streamId) + increment);
+      }
+    } else if (f.type === FrameType.RST_STREAM) {
+      this.resets.set(f.streamId, readU32(f.payload, 0));
+    } else if (f.type === FrameType.GOAWAY) {
+      this.goaway = readU32(f.payload, 4);
+    }
+  }
+}
+
+/**
+ * Open `streams` requests whose bodies never end and send `bytesEach` on each, only as far as the
+ * server's windows allow (reading its frames while stalled), until every stream is reset or the
+ * connection ends. `observe` runs after every step (to sample the server's held bytes).
+ */
+async function sendWithinWindows(
+  peer: Peer,
+  streams: number[],
+  bytesEach: number,
+  observe: () => void,
+): Promise<{ sent: number; sentBeforeReset: number; grants: Grants }> {
+  const g = new Grants();
+  const left = new Map(streams.map((id) => [id, bytesEach]));
+  for (const id of streams) peer.request(id, ECHO, undefined);
+  let sent = 0;
+  let sentBeforeReset: number | undefined;
+  while (!g.closed && g.goaway === undefined && streams.some((id) => !g.resets.has(id))) {
+    if (g.resets.size > 0) sentBeforeReset ??= sent;
+    let progressed = false;
+    for (const id of streams) {
+      const n = Math.min(16_384, g.conn, g.stream(id), left.get(id)!);
+      if (g.resets.has(id) || n <= 0) continue;
+      peer.send(frame(FrameType.DATA, 0, id, new Uint8Array(n)));
+      g.conn -= n;
+      g.streams.set(id, g.stream(id) - n);
+      left.set(id, left.get(id)! - n);
+      sent += n;
+      progressed = true;
+    }
+    await new Promise((r) => setTimeout(r, 0)); // let the server read
+    observe();
+    if (!progressed) g.apply(await peer.next());
+  }
+  return { sent, sentBeforeReset: sentBeforeReset ?? sent, grants: g };
+}
+
+Deno.test("grpc limits: a peer that sends beyond its flow-control window gets FLOW_CONTROL_ERROR", async () => {
+  const { server: s } = server({}, {
+    maxReceiveBytes: 100_000,
+    connection: { maxBufferedBytes: 200_000 },
+  });
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  // Four bodies of 60,000 bytes (each within its stream's window), ignoring the connection's:
+  // 240,000 bytes, more than the 200,000 the connection may hold.
+  const streams = [1, 3, 5, 7];
+  for (const id of streams) peer.request(id, ECHO, undefined);
+  for (let i = 0; i < 4; i++) {
+    for (const id of streams) peer.send(frame(FrameType.DATA, 0, id, new Uint8Array(15_000)));
+  }
+  const g = new Grants();
+  while (g.goaway === undefined && !g.closed) g.apply(await peer.next());
+  assert.equal(g.goaway, ErrorCode.FLOW_CONTROL_ERROR);
+  assert.ok(g.total <= 200_000, `granted ${g.total} bytes on the connection`);
+  const end = await done;
+  assert.equal(end.reason, "error");
+  assert.match(end.detail!, /beyond the connection's flow-control window/);
+  assert.equal(s.bufferedBytes, 0, "everything held was given back");
+});
+
+Deno.test("grpc limits: peers within their windows stall at the limits, and the request timeout frees them", async () => {
+  const limits: string[] = [];
+  const { server: s } = server({}, {
+    maxReceiveBytes: 100_000,
+    maxBufferedBytes: 250_000,
+    connection: { maxBufferedBytes: 200_000, requestTimeoutMs: 300 },
+    onLimit: (e: LimitEvent) => limits.push(e.detail),
+  });
+  let maxHeld = 0;
+  const observe = () => (maxHeld = Math.max(maxHeld, s.bufferedBytes));
+  const peers = [new Peer(), new Peer()];
+  const served = peers.map((p) => s.serveConnection(p.transport));
+  for (const p of peers) p.handshake();
+  // Each connection wants 4 × 90,000 bytes (each body within the message limit): 360,000 bytes,
+  // more than its 200,000; both together more than the server's 250,000.
+  const results = await Promise.all(
+    peers.map((p) => sendWithinWindows(p, [1, 3, 5, 7], 90_000, observe)),
+  );
+  for (const { sentBeforeReset, grants } of results) {
+    assert.ok(sentBeforeReset <= 200_000, `one connection sent ${sentBeforeReset} bytes`);
+    assert.equal(grants.goaway, undefined, "a peer within its windows is never cut off");
+    assert.deepEqual([...grants.resets.values()], [8, 8, 8, 8], "CANCEL when the time is up");
+  }
+  assert.ok(maxHeld <= 250_000 + 2 * 65_535, `the server held up to ${maxHeld} bytes`);
+  assert.ok(maxHeld > 150_000, `the limits, not the test, stopped the peers (${maxHeld})`);
+  assert.equal(s.bufferedBytes, 0, "the reset streams gave their bytes back");
+  assert.ok(limits.some((d) => /not complete within 300 ms/.test(d)), limits.join("\n"));
+  // The windows reopened: the connections still serve.
+  peers[0]!.request(9, ECHO, bytes("again"));
+  assert.equal((await peers[0]!.response(9)).headers.get("grpc-status"), "0");
+  for (const p of peers) p.close();
+  await Promise.all(served);
+});
+
+Deno.test("grpc limits: a header block left unfinished ends the connection after the request timeout", async () => {
+  const { server: s } = server({}, { connection: { requestTimeoutMs: 30 } });
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  peer.send(frame(FrameType.HEADERS, 0, 1, encodeHeaders([[":method", "POST"]])));
+  const goaway = await peer.expect(FrameType.GOAWAY);
+  assert.equal(readU32(goaway.payload, 4), ErrorCode.ENHANCE_YOUR_CALM);
+  assert.match(new TextDecoder().decode(goaway.payload.subarray(8)), /not complete within 30 ms/);
+  assert.equal((await done).reason, "error");
+});
+
+Deno.test("grpc limits: above maxConnections the longest idle connection makes room; when all are busy a new one is refused", async () => {
+  const limits: string[] = [];
+  const { server: s, calls } = server({}, {
+    maxConnections: 2,
+    onLimit: (e: LimitEvent) => limits.push(`${e.kind}: ${e.detail}`),
+  });
+  const idle = new Peer();
+  const busy = new Peer();
+  const ends = [s.serveConnection(idle.transport), s.serveConnection(busy.transport)];
+  idle.handshake();
+  busy.handshake();
+  busy.request(1, SLOW, bytes(""));
+  while (calls.length === 0) await new Promise((r) => setTimeout(r, 1));
+  // A third connection: the idle one is closed (GOAWAY NO_ERROR) to make room.
+  const third = new Peer();
+  ends.push(s.serveConnection(third.transport));
+  const goaway = await idle.expect(FrameType.GOAWAY);
+  assert.equal(readU32(goaway.payload, 4), ErrorCode.NO_ERROR);
+  assert.equal(s.connections, 2);
+  third.handshake();
+  third.request(1, SLOW, bytes(""));
+  while (calls.length < 2) await new Promise((r) => setTimeout(r, 1));
+  // A fourth while both have a call in flight: refused, the others untouched.
+  const fourth = new Peer();
+  const refused = await s.serveConnection(fourth.transport);
+  assert.equal(refused.reason, "error");
+  const refusal = await fourth.expect(FrameType.GOAWAY);
+  assert.equal(readU32(refusal.payload, 4), ErrorCode.ENHANCE_YOUR_CALM);
+  assert.match(new TextDecoder().decode(refusal.payload.subarray(8)), /too many connections/);
+  assert.ok(fourth.serverClosed);
+  assert.equal(s.connections, 2);
+  assert.equal(calls.filter((c) => c.signal.aborted).length, 0, "no call was cut");
+  assert.equal(limits.length, 2, limits.join("\n"));
+  assert.match(limits[0]!, /closed the connection idle the longest/);
+  assert.match(limits[1]!, /refused a connection/);
+  for (const p of [busy, third]) p.close();
+  await Promise.all(ends);
+});
+
+Deno.test("grpc limits: a grpc-timeout beyond what a timer can wait is no deadline, not 1 ms", async () => {
+  const { server: s, calls } = server({
+    "/test.Echo/Later": (req, call) => {
+      calls.push(call);
+      return new Promise((r) => setTimeout(() => r(req), 30));
+    },
+  });
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  // 99999999 hours, and 2147484 seconds (1 s above 2^31 - 1 ms): setTimeout would fire at once.
+  for (const [id, timeout] of [[1, "99999999H"], [3, "2147484S"]] as const) {
+    peer.request(id, "/test.Echo/Later", bytes("x"), [["grpc-timeout", timeout]]);
+    const r = await peer.response(id);
+    assert.equal(r.headers.get("grpc-status"), "0", timeout);
+  }
+  assert.deepEqual(calls.map((c) => c.deadline), [undefined, undefined]);
+  // Just below the bound, a deadline is still a deadline.
+  peer.request(5, SLOW, bytes(""), [["grpc-timeout", "2147483S"]]);
+  while (calls.length < 3) await new Promise((r) => setTimeout(r, 1));
+  assert.ok(calls[2]!.deadline! - performance.now() > 2_147_000_000);
+  peer.close();
+  await done;
+});
+
+Deno.test("grpc limits: handlers still running after a reset count against the stream limit and hold their request", async () => {
+  const release: (() => void)[] = [];
+  const { server: s } = server({
+    // A handler that does not stop when its call is cancelled.
+    "/test.Echo/Stubborn": (req) => new Promise((r) => release.push(() => r(req))),
+  }, { connection: { maxConcurrentStreams: 2 } });
+  const peer = new Peer();
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  for (const id of [1, 3]) {
+    peer.request(id, "/test.Echo/Stubborn", new Uint8Array(1000));
+    while (release.length < (id + 1) / 2) await new Promise((r) => setTimeout(r, 1));
+    peer.send(rstStreamFrame(id, ErrorCode.CANCEL));
+  }
+  peer.request(5, ECHO, bytes("x"));
+  const refused = await peer.expect(FrameType.RST_STREAM);
+  assert.equal(refused.streamId, 5);
+  assert.equal(readU32(refused.payload, 0), ErrorCode.REFUSED_STREAM);
+  assert.ok(s.bufferedBytes >= 2000, `the two requests are still held (${s.bufferedBytes})`);
+  for (const r of release) r();
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(s.bufferedBytes, 0);
+  peer.request(7, ECHO, bytes("x"));
+  assert.equal((await peer.response(7)).headers.get("grpc-status"), "0");
+  peer.close();
+  await done;
+});
+
+Deno.test("grpc limits: a peer that never reads its answers stops being read, then is disconnected", async () => {
+  const { server: s } = server({}, { connection: { requestTimeoutMs: 50 } });
+  const peer = new Peer({ stallWrites: true });
+  const done = s.serveConnection(peer.transport);
+  peer.handshake();
+  // 10,000 PINGs: 170,000 bytes of answers, more than the output the server lets wait.
+  const ping = frame(FrameType.PING, 0, 0, bytes("12345678"));
+  for (let i = 0; i < 10_000; i++) peer.send(ping);
+  const end = await done;
+  assert.equal(end.reason, "timeout");
+  assert.match(end.detail!, /does not read its answers/);
+});
+
+Deno.test("grpc limits: limits that are not integers, or too small for one message, are refused", async () => {
+  for (
+    const options of [
+      { maxConnections: Number.NaN },
+      { maxConnections: 0 },
+      { maxBufferedBytes: Number.NaN },
+      { maxReceiveBytes: -1 },
+      { maxReceiveBytes: 1000, maxBufferedBytes: 1000 }, // below one connection's limit
+    ]
+  ) {
+    assert.throws(() => server({}, options), RangeError, JSON.stringify(options));
+  }
+  const { server: s } = server({}, {
+    maxReceiveBytes: 1000,
+    connection: { maxBufferedBytes: 1000, requestTimeoutMs: Number.NaN },
+  });
+  const peer = new Peer();
+  // Each connection checks its own limits: this one cannot hold one message and its window.
+  await assert.rejects(s.serveConnection(peer.transport), RangeError);
 });

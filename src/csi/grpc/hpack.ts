@@ -14,6 +14,7 @@
  * @module
  */
 import { HUFFMAN_CODES } from "./huffman_table.ts";
+import { checkLimit } from "./limits.ts";
 
 /** A malformed header block (a connection error of type `COMPRESSION_ERROR`). */
 export class HpackError extends Error {
@@ -90,8 +91,18 @@ export const STATIC_TABLE: readonly HeaderField[] = [
 
 /** The per-entry overhead counted in table and header-list sizes (RFC 7541 §4.1). */
 const ENTRY_OVERHEAD = 32;
-/** Integers above this are refused (no legitimate header block needs them). */
-const MAX_INTEGER = 2 ** 28;
+/**
+ * Integers above this are refused (no legitimate header block needs them: string lengths are
+ * bounded by the header list size, indexes by the tables, table sizes by our setting).
+ */
+export const MAX_INTEGER = 2 ** 28;
+/**
+ * Continuation bytes of one integer (7 bits each: 5 carry 35 bits, more than {@link MAX_INTEGER}).
+ * A longer encoding is refused before its value is computed: a run of `0x80` bytes would
+ * otherwise push the shift past 2^1023, where `0 * 2 ** shift` is `NaN`, and every `size > max`
+ * check after it is false.
+ */
+export const MAX_INTEGER_CONTINUATION_BYTES = 5;
 const EOS = 256;
 
 // The Huffman decoding trie: node n has children at 2n (bit 0) and 2n+1 (bit 1); a child value
@@ -174,13 +185,13 @@ class Reader {
     const max = (1 << n) - 1;
     let value = this.bytes[this.#pos++]! & max;
     if (value < max) return value;
-    let shift = 0;
-    for (;;) {
+    for (let i = 0;; i++) {
+      if (i >= MAX_INTEGER_CONTINUATION_BYTES) throw new HpackError("Integer encoding too long");
       if (this.done) throw new HpackError("Truncated integer");
       const b = this.bytes[this.#pos++]!;
-      value += (b & 0x7f) * 2 ** shift;
-      shift += 7;
-      if (value > MAX_INTEGER) throw new HpackError("Integer too large");
+      value += (b & 0x7f) * 2 ** (7 * i);
+      // Written so that NaN fails too.
+      if (!(value <= MAX_INTEGER)) throw new HpackError("Integer too large");
       if ((b & 0x80) === 0) return value;
     }
   }
@@ -189,8 +200,8 @@ class Reader {
     if (this.done) throw new HpackError("Truncated string");
     const huffman = (this.peek() & 0x80) !== 0;
     const length = this.integer(7);
-    if (length > maxBytes) throw new HpackError("String too long");
-    if (this.#pos + length > this.bytes.length) throw new HpackError("Truncated string");
+    if (!(length <= maxBytes)) throw new HpackError("String too long");
+    if (!(this.#pos + length <= this.bytes.length)) throw new HpackError("Truncated string");
     const raw = this.bytes.subarray(this.#pos, this.#pos + length);
     this.#pos += length;
     return huffman ? huffmanDecode(raw) : latin1(raw);
@@ -216,14 +227,23 @@ export class HpackDecoder {
 
   /** Create a decoder. */
   constructor(options: HpackDecoderOptions = {}) {
-    this.#settingMax = options.maxTableSize ?? 4096;
+    this.#settingMax = checkLimit("HpackDecoder", "maxTableSize", options.maxTableSize ?? 4096);
     this.#max = this.#settingMax;
-    this.#maxList = options.maxHeaderListSize ?? 65536;
+    this.#maxList = checkLimit(
+      "HpackDecoder",
+      "maxHeaderListSize",
+      options.maxHeaderListSize ?? 65536,
+    );
   }
 
   /** Current dynamic table size in RFC 7541 units (for tests). */
   get tableSize(): number {
     return this.#size;
+  }
+
+  /** Current dynamic table limit (the last table size update, at most our setting; for tests). */
+  get tableLimit(): number {
+    return this.#max;
   }
 
   #entry(index: number): HeaderField {
@@ -235,7 +255,8 @@ export class HpackDecoder {
   }
 
   #evict(): void {
-    while (this.#size > this.#max) {
+    // `!(a <= b)`: a NaN anywhere evicts everything rather than nothing.
+    while (this.#table.length > 0 && !(this.#size <= this.#max)) {
       const [n, v] = this.#table.pop()!;
       this.#size -= n.length + v.length + ENTRY_OVERHEAD;
     }
@@ -243,7 +264,7 @@ export class HpackDecoder {
 
   #insert(field: HeaderField): void {
     const size = field[0].length + field[1].length + ENTRY_OVERHEAD;
-    if (size > this.#max) {
+    if (!(size <= this.#max)) {
       this.#table = [];
       this.#size = 0;
       return;
@@ -265,7 +286,7 @@ export class HpackDecoder {
     const emit = (field: HeaderField) => {
       sawField = true;
       listSize += field[0].length + field[1].length + ENTRY_OVERHEAD;
-      if (listSize > this.#maxList) throw new HpackError("Header list too large");
+      if (!(listSize <= this.#maxList)) throw new HpackError("Header list too large");
       out.push(field);
     };
     while (!r.done) {
@@ -281,7 +302,9 @@ export class HpackDecoder {
       } else if ((b & 0xe0) === 0x20) {
         if (sawField) throw new HpackError("Table size update after a header field");
         const size = r.integer(5);
-        if (size > this.#settingMax) throw new HpackError("Table size update above the limit");
+        if (!(size <= this.#settingMax)) {
+          throw new HpackError("Table size update above the limit");
+        }
         this.#max = size;
         this.#evict();
       } else {
@@ -318,16 +341,19 @@ function pushString(out: number[], s: string): void {
 /**
  * Encode header fields as literals without indexing (no Huffman coding, no table state).
  * `tableSizeUpdate` puts a dynamic table size update first (to acknowledge a smaller table the
- * peer asked for: ours is always empty, so 0 is always right).
+ * peer asked for: ours is always empty, so 0 is always right). `withIndexing` encodes literals
+ * with incremental indexing instead, which the peer adds to its dynamic table (never used by the
+ * server; tests use it to fill a decoder's table).
  */
 export function encodeHeaders(
   fields: readonly HeaderField[],
   tableSizeUpdate?: number,
+  withIndexing = false,
 ): Uint8Array {
   const out: number[] = [];
   if (tableSizeUpdate !== undefined) pushInteger(out, tableSizeUpdate, 5, 0x20);
   for (const [name, value] of fields) {
-    out.push(0);
+    out.push(withIndexing ? 0x40 : 0);
     pushString(out, name);
     pushString(out, value);
   }

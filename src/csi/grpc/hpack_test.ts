@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { encodeHeaders, HpackDecoder, HpackError, huffmanDecode } from "./hpack.ts";
+import {
+  encodeHeaders,
+  HpackDecoder,
+  HpackError,
+  huffmanDecode,
+  MAX_INTEGER,
+  MAX_INTEGER_CONTINUATION_BYTES,
+} from "./hpack.ts";
 
 const hex = (s: string) =>
   Uint8Array.from(s.replace(/\s+/g, "").match(/../g)!.map((b) => parseInt(b, 16)));
@@ -105,4 +112,50 @@ Deno.test("hpack: encodeHeaders round-trips through the decoder, with a table si
   const block = encodeHeaders(fields, 0);
   assert.equal(block[0], 0x20);
   assert.deepEqual(new HpackDecoder().decode(block), fields);
+});
+
+/** A 5-bit-prefix table size update whose continuation is `run` bytes of 0x80, then 0x00. */
+const nanTableSizeUpdate = (run: number) => Uint8Array.from([0x3f, ...Array(run).fill(0x80), 0]);
+
+Deno.test("hpack: an integer whose encoding is too long is refused before its value turns NaN", () => {
+  // 150 bytes of 0x80 push the shift past 2^1023: `0 * 2 ** shift` is NaN, which no `>` catches.
+  for (const run of [150, 6, MAX_INTEGER_CONTINUATION_BYTES]) {
+    assert.throws(
+      () => new HpackDecoder().decode(nanTableSizeUpdate(run)),
+      (err: unknown) => err instanceof HpackError && /too long/.test(err.message),
+      `a run of ${run}`,
+    );
+  }
+  // The longest accepted encoding: 4 zero continuation bytes (not minimal, but within the cap).
+  assert.deepEqual(new HpackDecoder().decode(hex("3f 80 80 80 00")), []); // size 31
+  // Values: MAX_INTEGER is accepted as an integer (then too big an index); one more is not.
+  const index = (v: number) => {
+    const out = [0xff];
+    let rest = v - 127;
+    while (rest >= 0x80) {
+      out.push((rest & 0x7f) | 0x80);
+      rest = Math.floor(rest / 0x80);
+    }
+    out.push(rest);
+    return Uint8Array.from(out);
+  };
+  assert.throws(() => new HpackDecoder().decode(index(MAX_INTEGER)), /beyond the dynamic table/);
+  assert.throws(() => new HpackDecoder().decode(index(MAX_INTEGER + 1)), /Integer too large/);
+});
+
+Deno.test("hpack: after any refused table size update, insertions are still evicted to the limit", () => {
+  const d = new HpackDecoder({ maxTableSize: 4096 });
+  assert.throws(() => d.decode(nanTableSizeUpdate(150)), HpackError);
+  // The connection ends on a COMPRESSION_ERROR; even if a caller went on, the limit holds.
+  const entry = encodeHeaders([["x-pad", "v".repeat(1000)]], undefined, true);
+  for (let i = 0; i < 100; i++) assert.equal(d.decode(entry).length, 1);
+  assert.ok(d.tableSize <= 4096, `table size ${d.tableSize}`);
+  assert.equal(d.tableLimit, 4096);
+});
+
+Deno.test("hpack: limits that are not non-negative integers are refused at construction", () => {
+  for (const bad of [NaN, -1, Infinity, 1.5]) {
+    assert.throws(() => new HpackDecoder({ maxTableSize: bad }), RangeError);
+    assert.throws(() => new HpackDecoder({ maxHeaderListSize: bad }), RangeError);
+  }
 });
