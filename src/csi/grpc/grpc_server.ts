@@ -162,6 +162,13 @@ function header(headers: readonly HeaderField[], name: string): string | undefin
   return headers.find(([n]) => n === name)?.[1];
 }
 
+/** A transport that is never used (to check a connection's options). */
+const NO_TRANSPORT: Http2Transport = {
+  read: () => Promise.resolve(null),
+  write: (p) => Promise.resolve(p.length),
+  close: () => {},
+};
+
 /** Refuse a connection: the server preface and a GOAWAY saying why, then close (bounded). */
 async function refuse(transport: Http2Transport, why: string): Promise<void> {
   const settings = settingsFrame([]);
@@ -219,6 +226,18 @@ export class GrpcServer {
         Math.max(DEFAULT_LIMITS.maxServerBufferBytes, 2 * this.#connectionBuffered),
       this.#connectionBuffered,
     ));
+    // Each connection checks its own limits: check them once now, so a bad one fails at start-up.
+    new Http2ServerConnection(NO_TRANSPORT, () => Promise.reject(), this.#connectionOptions());
+  }
+
+  #connectionOptions(): Http2ConnectionOptions {
+    return {
+      ...this.#o.connection,
+      maxBodyBytes: this.#maxReceive + 5,
+      maxBufferedBytes: this.#connectionBuffered,
+      budget: this.#budget,
+      ...(this.#o.onLimit ? { onLimit: this.#o.onLimit } : {}),
+    };
   }
 
   /** Open connections. */
@@ -270,13 +289,11 @@ export class GrpcServer {
       await refuse(transport, `too many connections (limit ${this.#maxConnections})`);
       return { reason: "error", detail };
     }
-    const c = new Http2ServerConnection(transport, (req) => this.#handle(req), {
-      ...this.#o.connection,
-      maxBodyBytes: this.#maxReceive + 5,
-      maxBufferedBytes: this.#connectionBuffered,
-      budget: this.#budget,
-      ...(this.#o.onLimit ? { onLimit: this.#o.onLimit } : {}),
-    });
+    const c = new Http2ServerConnection(
+      transport,
+      (req) => this.#handle(req),
+      this.#connectionOptions(),
+    );
     this.#connections.add(c);
     try {
       const end = await c.serve();
