@@ -80,7 +80,6 @@ test("an HPACK integer that overflows to NaN ends the connection (COMPRESSION_ER
   const pid = n.node.child.pid;
   const before = await rssMiB(pid);
   await using c = await RawHttp2.connect(n.socket);
-  await c.handshake();
   // A dynamic table size update whose integer has 150 continuation bytes of 0x80: the shift
   // passes 2^1023, `0 * 2 ** shift` is NaN, and a `size > max` check lets it through.
   const poison = Uint8Array.from([0x3f, ...new Array(150).fill(0x80), 0x00]);
@@ -95,7 +94,7 @@ test("an HPACK integer that overflows to NaN ends the connection (COMPRESSION_ER
   const flags = Flag.END_HEADERS | Flag.END_STREAM;
   let sent = await c.send(frame(FrameType.HEADERS, flags, 1, block)) ? 1 : 0;
   let last = 1;
-  for (let i = 1; i < 4800 && !c.closed && c.goaway === undefined; i++) {
+  for (let i = 1; i < 4800 && !c.closed && !c.writeFailed && c.goaway === undefined; i++) {
     if (!await c.send(frame(FrameType.HEADERS, flags, 2 * i + 1, entries(i)))) break;
     last = 2 * i + 1;
     sent++;
@@ -146,7 +145,6 @@ async function hoard(
 ): Promise<RawHttp2> {
   const c = await RawHttp2.connect(socket);
   snapshot.conns.push(c);
-  await c.handshake();
   const ids = Array.from({ length: options.streams }, (_, i) => 2 * i + 1);
   for (const id of ids) {
     await c.send(frame(FrameType.HEADERS, Flag.END_HEADERS, id, grpcRequestHeaders(CAPABILITIES)));
@@ -156,7 +154,7 @@ async function hoard(
   const open = () => ids.filter((id) => !c.resets.has(id) && left.get(id)! > 0);
   const room = (id: number) =>
     options.respectWindows ? Math.min(c.connWindow, c.streamWindow(id)) : zeros.length;
-  while (!c.closed && c.goaway === undefined && open().length > 0) {
+  while (!c.closed && !c.writeFailed && c.goaway === undefined && open().length > 0) {
     if (snapshot.conns.some((p) => p.resets.size > 0)) {
       snapshot.sentAtFirstReset ??= snapshot.conns.map((p) => p.sentData);
     }
@@ -282,7 +280,6 @@ test("connections above the limit are refused while all are busy; idle ones make
     for (let i = 0; i < limit; i++) {
       const c = await RawHttp2.connect(n.socket);
       held.push(c);
-      await c.handshake();
       const headers = grpcRequestHeaders(CAPABILITIES);
       await c.send(frame(FrameType.HEADERS, i === 0 ? 0 : Flag.END_HEADERS, 1, headers));
       await c.until(`connection ${i} to be accepted`, () => c.serverSettings || c.closed);
@@ -290,7 +287,6 @@ test("connections above the limit are refused while all are busy; idle ones make
     for (let i = 0; i < 8; i++) {
       const c = await RawHttp2.connect(n.socket);
       extra.push(c);
-      await c.handshake();
       await settled(c, `extra connection ${i} to be refused`, () => c.goaway !== undefined, 10_000);
     }
     const during = await rssMiB(pid);
@@ -331,7 +327,6 @@ test("connections above the limit are refused while all are busy; idle ones make
     // longest (GOAWAY NO_ERROR) and is served.
     const filler = await RawHttp2.connect(n.socket);
     held.push(filler);
-    await filler.handshake();
     await filler.until("the filler to be accepted", () => filler.serverSettings || filler.closed);
     const probe = await rawGrpcCall(n.socket, "/csi.v1.Identity/Probe", new Uint8Array(0));
     assert.equal(probe.get("grpc-status"), "0", probe.get("grpc-message") ?? "");

@@ -50,11 +50,16 @@ export function grpcMessage(message: Uint8Array): Uint8Array {
   return body;
 }
 
-/** One client connection with raw frames; what the server sends is read in the background. */
+/**
+ * One client connection with raw frames: the connection preface and an empty SETTINGS are sent
+ * first, then what the server sends is read in the background (its SETTINGS acknowledged); writes
+ * go out one after the other, never interleaved.
+ */
 export class RawHttp2 implements AsyncDisposable {
   readonly #conn: Deno.Conn;
   readonly #decoder = new HpackDecoder();
-  readonly #reading: Promise<void>;
+  #reading: Promise<void> = Promise.resolve();
+  #writes: Promise<unknown> = Promise.resolve();
   /** The server's GOAWAY, once received. */
   goaway:
     | { readonly code: number; readonly lastStreamId: number; readonly debug: string }
@@ -65,8 +70,10 @@ export class RawHttp2 implements AsyncDisposable {
   readonly answers = new Map<number, Map<string, string>>();
   /** Streams the server ended (END_STREAM or RST_STREAM). */
   readonly ended = new Set<number>();
-  /** The connection ended (EOF, reset, or closed by us). */
+  /** The connection ended (the server closed it or reset it, or we closed it). */
   closed = false;
+  /** A write failed (the server closed or reset the connection). */
+  writeFailed = false;
   /** The server's SETTINGS arrived (it accepted the connection and read nothing wrong yet). */
   serverSettings = false;
   /** What we may still send on the connection, from the server's grants (can go negative). */
@@ -81,21 +88,27 @@ export class RawHttp2 implements AsyncDisposable {
 
   private constructor(conn: Deno.Conn) {
     this.#conn = conn;
-    this.#reading = this.#read();
   }
 
-  /** Connect to the unix socket `socket`. */
+  /**
+   * Connect to the unix socket `socket` and send the connection preface (before anything else:
+   * an acknowledgement of the server's SETTINGS must not come first).
+   */
   static async connect(socket: string): Promise<RawHttp2> {
-    return new RawHttp2(await Deno.connect({ transport: "unix", path: socket }));
+    const c = new RawHttp2(await Deno.connect({ transport: "unix", path: socket }));
+    await c.send(PREFACE, settingsFrame([]));
+    c.#reading = c.#read();
+    return c;
   }
 
-  /** Send the preface and an empty SETTINGS. */
-  handshake(): Promise<boolean> {
-    return this.send(PREFACE, settingsFrame([]));
+  /** Write frames (or any bytes) after the writes before; false when the write failed. */
+  send(...chunks: Uint8Array[]): Promise<boolean> {
+    const sent = this.#writes.then(() => this.#write(chunks));
+    this.#writes = sent;
+    return sent;
   }
 
-  /** Write frames (or any bytes); false when the connection is closed. */
-  async send(...chunks: Uint8Array[]): Promise<boolean> {
+  async #write(chunks: Uint8Array[]): Promise<boolean> {
     const total = chunks.reduce((n, c) => n + c.length, 0);
     const bytes = new Uint8Array(total);
     let o = 0;
@@ -108,7 +121,7 @@ export class RawHttp2 implements AsyncDisposable {
       while (written < bytes.length) written += await this.#conn.write(bytes.subarray(written));
       return true;
     } catch {
-      this.closed = true;
+      this.writeFailed = true;
       return false;
     }
   }
@@ -234,7 +247,6 @@ export async function rawGrpcCall(
   timeoutMs = 60_000,
 ): Promise<Map<string, string>> {
   await using c = await RawHttp2.connect(socket);
-  await c.handshake();
   await c.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 1, grpcRequestHeaders(path, extra)));
   await c.sendData(1, grpcMessage(message), Flag.END_STREAM);
   await c.until(`the answer to ${path}`, () => c.ended.has(1) || c.closed, timeoutMs);
