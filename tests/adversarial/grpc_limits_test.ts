@@ -280,9 +280,13 @@ test("connections above the limit are refused while all are busy; idle ones make
     for (let i = 0; i < limit; i++) {
       const c = await RawHttp2.connect(n.socket);
       held.push(c);
+      // Once the server's SETTINGS are acknowledged: nothing may come between a HEADERS frame
+      // without END_HEADERS and its CONTINUATION.
+      await c.until(`connection ${i} to be accepted`, () => c.serverSettings || c.closed);
       const headers = grpcRequestHeaders(CAPABILITIES);
       await c.send(frame(FrameType.HEADERS, i === 0 ? 0 : Flag.END_HEADERS, 1, headers));
-      await c.until(`connection ${i} to be accepted`, () => c.serverSettings || c.closed);
+      // The stream is open on the server before the next connection comes (so none is idle).
+      if (i > 0) await c.roundTrip();
     }
     for (let i = 0; i < 8; i++) {
       const c = await RawHttp2.connect(n.socket);
@@ -295,6 +299,10 @@ test("connections above the limit are refused while all are busy; idle ones make
       heldOpen: held.filter((c) => !c.closed).length,
       extraRefused: extra.filter((c) => c.goaway?.code === ErrorCode.ENHANCE_YOUR_CALM).length,
       extraGoaway: extra.map((c) => c.goaway?.debug),
+      heldClosed: held.flatMap((c, i) =>
+        c.closed || c.goaway ? [{ i, goaway: c.goaway, writeFailed: c.writeFailed }] : []
+      ),
+      nodeLog: n.node.stderr().split("\n").filter((l) => /limit|CSI connection/.test(l)),
       rssBeforeMiB: before,
       rssDuringMiB: during,
     });

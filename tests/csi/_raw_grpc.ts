@@ -85,6 +85,8 @@ export class RawHttp2 implements AsyncDisposable {
   #initialStreamWindow = DEFAULT_WINDOW;
   readonly #streamWindows = new Map<number, number>();
   #closedByUs = false;
+  #pingsSent = 0;
+  readonly #pingAcks = new Set<number>();
 
   private constructor(conn: Deno.Conn) {
     this.#conn = conn;
@@ -142,6 +144,19 @@ export class RawHttp2 implements AsyncDisposable {
   /** Wait (bounded) until `check` holds, e.g. until a stream has ended or a GOAWAY came. */
   async until(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
     await waitFor(what, check, { timeoutMs, intervalMs: 10 });
+  }
+
+  /**
+   * Wait until the server has read everything sent so far (it answers frames in order: a PING's
+   * acknowledgement comes after what was sent before it). Not between a HEADERS frame without
+   * END_HEADERS and its CONTINUATION.
+   */
+  async roundTrip(timeoutMs = 30_000): Promise<void> {
+    const n = ++this.#pingsSent;
+    const payload = new Uint8Array(8);
+    new DataView(payload.buffer).setUint32(4, n);
+    await this.send(frame(FrameType.PING, 0, 0, payload));
+    await this.until(`the answer to PING ${n}`, () => this.#pingAcks.has(n), timeoutMs);
   }
 
   /** Close the socket (the server sees EOF). */
@@ -229,7 +244,8 @@ export class RawHttp2 implements AsyncDisposable {
         void this.send(settingsFrame([], true));
         break;
       case FrameType.PING:
-        if (!(f.flags & Flag.ACK)) void this.send(frame(FrameType.PING, Flag.ACK, 0, f.payload));
+        if (f.flags & Flag.ACK) this.#pingAcks.add(readU32(f.payload, 4));
+        else void this.send(frame(FrameType.PING, Flag.ACK, 0, f.payload));
         break;
     }
   }
