@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1.7
 # Mountpoint Pod image: the s3-csi-mounter entrypoint (/bin/s3-csi-mounter, the controller's
-# MOUNTPOINT_COMMAND default) plus the two FUSE engines it runs from PATH:
+# MOUNTPOINT_COMMAND default), the supervisor it execs into once it has the FUSE fd
+# (s3-csi-supervisor, same crate as mount-s3: keeps the fd, restarts the engine), plus the two FUSE
+# engines it runs from PATH:
 #   - mount-s3: our engine (src/engine, on the Mountpoint crates mountpoint-s3-fs and
 #     mountpoint-s3-client; links libfuse2), built in the `engine` stage below from the Rust
 #     registry with Debian's Rust toolchain — nothing is downloaded from outside package registries;
@@ -40,8 +42,9 @@ RUN apt-get update && \
     rm -rf /var/lib/apt/lists/*
 WORKDIR /src/engine
 COPY src/engine/ ./
-RUN cargo build --release --locked --bin mount-s3 && \
+RUN cargo build --release --locked --bins && \
     install -D -m 0755 target/release/mount-s3 /out/mount-s3 && \
+    install -D -m 0755 target/release/s3-csi-supervisor /out/s3-csi-supervisor && \
     /out/mount-s3 --version
 
 FROM debian:bookworm-slim
@@ -54,6 +57,7 @@ RUN apt-get update && \
     rm -rf /var/lib/apt/lists/* && \
     groupadd --gid 1000 mounter && useradd --uid 1000 --gid 1000 --no-create-home --shell /usr/sbin/nologin mounter
 COPY --from=engine /out/mount-s3 /usr/bin/mount-s3
+COPY --from=engine /out/s3-csi-supervisor /usr/bin/s3-csi-supervisor
 COPY --from=builder /out/s3-csi-mounter /bin/s3-csi-mounter
 USER 1000:1000
 ENTRYPOINT ["/bin/s3-csi-mounter"]

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build our FUSE engine `mount-s3` (the Rust crate in src/engine) into a cache outside the
-# repository, keyed by the sha256 of its Cargo.lock, manifest, sources and the Rust toolchain.
+# Build our FUSE engine `mount-s3` and the Mountpoint Pod's supervisor `s3-csi-supervisor` (the
+# Rust crate in src/engine) into a cache outside the repository, keyed by the sha256 of its
+# Cargo.lock, manifest, sources, vendored crate and the Rust toolchain. Both binaries land in the
+# same cache dir: the supervisor is `$(dirname ENGINE_BIN)/s3-csi-supervisor`.
 # A cached binary is reused (seconds); a changed crate rebuilds incrementally in the cache's
 # shared target dir.
 #
@@ -90,15 +92,16 @@ fi
 sources_hash() {
   (
     cd "$CRATE"
-    { printf '%s\n' Cargo.lock Cargo.toml build.rs; find src -type f -name '*.rs' | LC_ALL=C sort; } |
+    { printf '%s\n' Cargo.lock Cargo.toml build.rs; find src vendor patches -type f | LC_ALL=C sort; } |
       while read -r f; do printf '%s\n' "$f"; sha256sum <"$f"; done
   ) | sha256sum | cut -c1-16
 }
 SRC_KEY="$(sources_hash)"
 KEY="$SRC_KEY-$(printf '%s' "$TOOLCHAIN" | sha256sum | cut -c1-8)"
 BIN="$CACHE/$KEY/mount-s3"
+SUPERVISOR_BIN="$CACHE/$KEY/s3-csi-supervisor"
 
-if [ -x "$BIN" ] && [ "$TEST" = 0 ]; then
+if [ -x "$BIN" ] && [ -x "$SUPERVISOR_BIN" ] && [ "$TEST" = 0 ]; then
   log "cached: $BIN"
   echo "ENGINE_BIN=$BIN"
   exit 0
@@ -107,7 +110,7 @@ fi
 if [ -n "$TOOL_PROBLEM" ] || [ "$NO_BUILD" = 1 ]; then
   # Same sources built by another toolchain are good enough to run.
   for other in "$CACHE/$SRC_KEY"-*/mount-s3; do
-    if [ -x "$other" ]; then
+    if [ -x "$other" ] && [ -x "$(dirname "$other")/s3-csi-supervisor" ]; then
       log "${TOOL_PROBLEM:-not building (--no-build)}; using $other built by another toolchain"
       echo "ENGINE_BIN=$other"
       exit 0
@@ -144,7 +147,7 @@ if [ "$TEST" = 1 ]; then
   [ "$rc" -eq 0 ] || die "cargo test failed (exit $rc)"
   exit 0
 fi
-if [ -x "$BIN" ]; then # built while we waited
+if [ -x "$BIN" ] && [ -x "$SUPERVISOR_BIN" ]; then # built while we waited
   log "cached: $BIN"
   echo "ENGINE_BIN=$BIN"
   exit 0
@@ -155,13 +158,15 @@ started=$SECONDS
 rc=0
 (
   cd "$CRATE"
-  CARGO_TARGET_DIR="$CACHE/target" timeout "$TIMEOUT" "$CARGO" build --release --locked --bin mount-s3 >&2
+  CARGO_TARGET_DIR="$CACHE/target" timeout "$TIMEOUT" "$CARGO" build --release --locked --bins >&2
 ) || rc=$?
 if [ "$rc" -ne 0 ]; then
   [ "$rc" -eq 124 ] && die "cargo build timed out after ${TIMEOUT}s"
   die "cargo build failed (exit $rc)"
 fi
 mkdir -p "$CACHE/$KEY"
+cp "$CACHE/target/release/s3-csi-supervisor" "$SUPERVISOR_BIN.tmp"
+mv "$SUPERVISOR_BIN.tmp" "$SUPERVISOR_BIN"
 cp "$CACHE/target/release/mount-s3" "$BIN.tmp"
 mv "$BIN.tmp" "$BIN"
 log "built in $((SECONDS - started)) s: $BIN ($(du -h "$BIN" | cut -f1))"

@@ -7,7 +7,7 @@
  * | image | entrypoint | user | contents |
  * |---|---|---|---|
  * | `s3-csi-node`, `s3-csi-controller` | `/bin/s3-csi-driver` | 65532 | glibc + libgcc (as distroless/cc), CA certificates, the component |
- * | `s3-csi-mounter` | `/bin/s3-csi-mounter` | 1000 | the same base, the mounter, `rclone`, and our `mount-s3` engine when built |
+ * | `s3-csi-mounter` | `/bin/s3-csi-mounter` | 1000 | the same base, the mounter, its supervisor `s3-csi-supervisor`, `rclone`, and our `mount-s3` engine |
  *
  * One difference, forced by this machine: `deno compile` downloads a Deno runtime (`denort`) that
  * cannot be reached here, and no package in the reachable registries ships one. So the component is
@@ -19,12 +19,13 @@
  *
  * Usage:
  *   deno run -A scripts/build_images_local.ts [--only node,controller,mounter] [--out dist/images]
- *     [--registry localhost/s3csi] [--tag <deno.json version>] [--engine-bin PATH|none]
+ *     [--registry localhost/s3csi] [--tag <deno.json version>] [--engine-bin PATH]
  *     [--import [--containerd-address SOCK] [--namespace k8s.io]]
  *
  * stdout: one `IMAGE_<COMPONENT>=<reference> <archive>` line per image. Timings go to stderr.
- * `--engine-bin`: the `mount-s3` engine to put in the Mountpoint image; default `ENGINE_BIN`, else
- * the output of `scripts/build_engine.sh` when it exists and succeeds, else none (rclone only).
+ * `--engine-bin`: the `mount-s3` engine to put in the Mountpoint image, with `s3-csi-supervisor`
+ * beside it (the mounter execs into it: required); default `ENGINE_BIN`, else the output of
+ * `scripts/build_engine.sh`.
  *
  * @module
  */
@@ -123,34 +124,37 @@ async function timed<T>(what: string, f: () => Promise<T>): Promise<T> {
   return v;
 }
 
-/** The engine binary: explicit, ENGINE_BIN, or scripts/build_engine.sh; undefined for none. */
-async function findEngine(arg: string | undefined): Promise<string | undefined> {
-  const explicit = arg ?? Deno.env.get("ENGINE_BIN");
-  if (explicit === "none") return undefined;
-  if (explicit) {
-    await Deno.stat(explicit).catch(() => {
-      throw new Error(`--engine-bin ${explicit}: no such file`);
+/**
+ * The engine binary (explicit, ENGINE_BIN, or scripts/build_engine.sh) and the supervisor beside it.
+ * @throws when there is none: the Mountpoint image cannot work without the supervisor
+ */
+async function findEngine(
+  arg: string | undefined,
+): Promise<{ engine: string; supervisor: string }> {
+  let engine = arg ?? Deno.env.get("ENGINE_BIN");
+  if (engine) {
+    await Deno.stat(engine).catch(() => {
+      throw new Error(`--engine-bin ${engine}: no such file`);
     });
-    return explicit;
+  } else {
+    const r = await new Deno.Command("bash", {
+      args: [`${ROOT}/scripts/build_engine.sh`],
+      stdout: "piped",
+      stderr: "inherit",
+    }).output();
+    const line = new TextDecoder().decode(r.stdout).trim().split("\n").pop() ?? "";
+    if (r.code !== 0 || !line.startsWith("ENGINE_BIN=")) {
+      throw new Error(
+        `scripts/build_engine.sh failed (exit ${r.code}): the Mountpoint image needs mount-s3 and s3-csi-supervisor`,
+      );
+    }
+    engine = line.slice("ENGINE_BIN=".length);
   }
-  const script = `${ROOT}/scripts/build_engine.sh`;
-  try {
-    await Deno.stat(script);
-  } catch {
-    log("no scripts/build_engine.sh: the Mountpoint image gets rclone only");
-    return undefined;
-  }
-  const r = await new Deno.Command("bash", { args: [script], stdout: "piped", stderr: "inherit" })
-    .output();
-  const line = new TextDecoder().decode(r.stdout).trim().split("\n").pop() ?? "";
-  if (r.code === 0 && line.startsWith("ENGINE_BIN=")) return line.slice("ENGINE_BIN=".length);
-  if (r.code === 3) {
-    log(
-      "scripts/build_engine.sh cannot build the engine here: the Mountpoint image gets rclone only",
-    );
-    return undefined;
-  }
-  throw new Error(`scripts/build_engine.sh failed (exit ${r.code})`);
+  const supervisor = engine.replace(/[^/]+$/, "s3-csi-supervisor");
+  await Deno.stat(supervisor).catch(() => {
+    throw new Error(`no s3-csi-supervisor beside ${engine}: rebuild with scripts/build_engine.sh`);
+  });
+  return { engine, supervisor };
 }
 
 async function firstLine(cmd: string, args: string[]): Promise<string> {
@@ -228,15 +232,15 @@ async function main(): Promise<void> {
       engineLayer = await timed("engines layer", async () => {
         const dir = `${work}/engines`;
         await copyElf(dir, "/usr/bin/rclone", "/usr/bin/rclone");
-        const parts = [await firstLine("/usr/bin/rclone", ["version"])];
-        if (engine) {
-          await copyElf(dir, engine, "/usr/bin/mount-s3");
-          parts.unshift(await firstLine(engine, ["--version"]) || "mount-s3");
-        }
+        await copyElf(dir, engine.engine, "/usr/bin/mount-s3");
+        await copyElf(dir, engine.supervisor, "/usr/bin/s3-csi-supervisor");
+        const parts = [
+          await firstLine(engine.engine, ["--version"]) || "mount-s3",
+          await firstLine("/usr/bin/rclone", ["version"]),
+        ];
         engines = parts.filter(Boolean).join(" and ");
         return tarLayer(dir, `${work}/engines.tar`, `engines: ${engines}`);
       });
-      if (!engine) log("warning: the Mountpoint image has no mount-s3 engine (rclone only)");
     }
 
     for (const c of components) {

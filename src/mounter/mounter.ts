@@ -6,10 +6,12 @@
  * 2. Read one message (bounded size) with **exactly one** fd, which must be `/dev/fuse`; validate
  *    the JSON and the engine options. A bad message is reported in `mount.error` (so the node
  *    plugin fails fast with the reason) and the mounter keeps waiting for a good one.
- * 3. Run the engine on `/dev/fd/N` (only that fd inherited), its output going to the pod log;
- *    forward SIGTERM/SIGINT to it.
- * 4. When it exits: `mount.exit` present → exit 0 (the node plugin asked); otherwise write
- *    `mount.error` and exit non-zero so the container restarts and waits for a new mount.
+ * 3. Replace itself (`execve`, same PID) with the resident supervisor (`supervisor_command.ts`),
+ *    which keeps the fd, runs the engine on `/dev/fd/N` (only that fd inherited, output to the pod
+ *    log), restarts it on the same FUSE connection when it dies (mount-s3 with a session), honours
+ *    SIGTERM with the drain grace and `mount.exit`, and exits with the codes of
+ *    `mppod/exit_codes.ts`. The Deno runtime is gone from then on: an idle Mountpoint Pod holds the
+ *    engine and a small supervisor only.
  *
  * @module
  */
@@ -17,7 +19,6 @@ import {
   MOUNTER_EXIT_ENGINE_FAILED,
   MOUNTER_EXIT_NO_MESSAGE,
   MOUNTER_EXIT_OK,
-  MOUNTER_EXIT_RESTART,
 } from "../mppod/exit_codes.ts";
 import {
   type Engine,
@@ -27,12 +28,14 @@ import {
 } from "../mppod/mount_message.ts";
 import { MOUNT_ERROR, MOUNT_EXIT, MOUNT_SOCK } from "../mppod/paths.ts";
 import { FUSE_DEVICE } from "../sys/mount.ts";
+import { SysError } from "../sys/errno.ts";
 import type { Files } from "../sys/files.ts";
 import type { ProcessSpawner } from "../sys/process.ts";
 import type { Sys, SysListener } from "../sys/sys.ts";
 import { ConfigError, errorMessage, TimeoutError } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
 import { type EngineCommand, engineCommand } from "./engine_command.ts";
+import { SUPERVISOR, type SupervisorCommand, supervisorCommand } from "./supervisor_command.ts";
 
 const log = logger("mounter");
 
@@ -48,6 +51,8 @@ export interface MounterOptions {
   readonly commDir: string;
   /** A private writable directory (engine HOME). */
   readonly workDir: string;
+  /** Where the engine keeps its session table (in the pod's `work` volume), when it has one. */
+  readonly sessionDir?: string | undefined;
   /** The pod's cache volume (engine caches), when it has one. */
   readonly cacheDir?: string | undefined;
   /** The pod's custom CA bundle, when it has one. */
@@ -75,6 +80,7 @@ interface Received {
   readonly message: MountMessage;
   readonly fd: number;
   readonly command: EngineCommand;
+  readonly supervisor: SupervisorCommand;
 }
 
 /** One run of the mounter. */
@@ -105,7 +111,10 @@ export class Mounter {
       );
   }
 
-  /** Run until the engine ends (or no message arrives); resolves with the exit code. */
+  /**
+   * Run until a valid mount message arrives, then replace this process with the supervisor (never
+   * returns then); resolves with the exit code when no message arrives or the exec fails.
+   */
   async run(signal: AbortSignal): Promise<number> {
     const { sys, files } = this.#o;
     if (!(await files.stat(this.#o.commDir).catch(() => undefined))?.isDirectory) {
@@ -126,7 +135,7 @@ export class Mounter {
         ? MOUNTER_EXIT_OK
         : MOUNTER_EXIT_NO_MESSAGE;
     }
-    return await this.#runEngine(received, signal);
+    return await this.#execSupervisor(received);
   }
 
   async #receive(listener: SysListener, signal: AbortSignal): Promise<Received | undefined> {
@@ -179,13 +188,18 @@ export class Mounter {
         }
         const message = parseMountMessage(msg.bytes);
         const command = await this.#command(message, fd);
+        const supervisor = await this.#supervisor(message, command, fd);
         log.info("Received mount of bucket {bucket} (volume {volumeId}) from pid {pid}", {
           bucket: message.bucketName,
           volumeId: message.volumeId ?? "",
           pid: peer.pid,
           engine: command.engine,
+          protocol: message.protocolVersion ?? 1,
+          session: message.session?.id ?? "",
+          resume: message.session?.resume ?? false,
+          resumable: supervisor.resumable,
         });
-        return { message, fd, command };
+        return { message, fd, command, supervisor };
       } catch (err) {
         // Report before closing the fd: closing it ends the FUSE connection, and the node plugin
         // should find the reason already written when it sees that.
@@ -228,70 +242,49 @@ export class Mounter {
     });
   }
 
-  /**
-   * Stop the engine, after the drain grace: wait until the node plugin asks for the exit
-   * (`mount.exit`), the engine ends by itself (unmounted), or the grace runs out.
-   */
-  async #stopAfterDrain(exited: () => boolean, kill: () => void): Promise<void> {
-    const grace = this.#o.drainGraceMs ?? 0;
-    if (grace > 0 && !(await this.#exitRequested())) {
-      log.info(
-        "Termination requested: serving the mount for up to {ms} ms until the node plugin unmounts it",
-        {
-          ms: grace,
-        },
+  async #supervisor(
+    message: MountMessage,
+    command: EngineCommand,
+    fd: number,
+  ): Promise<SupervisorCommand> {
+    const program = await this.#o.spawner.lookPath(SUPERVISOR);
+    if (!program) {
+      throw new Error(
+        `${SUPERVISOR} is not installed in this Mountpoint Pod image (not on PATH): use the Mountpoint image of this driver version`,
       );
-      const deadline = Date.now() + grace;
-      while (!exited() && Date.now() < deadline && !(await this.#exitRequested())) {
-        await new Promise((r) => setTimeout(r, 250));
-      }
     }
-    if (!exited()) kill();
+    return supervisorCommand(message, command, {
+      program,
+      commDir: this.#o.commDir,
+      fd,
+      sessionDir: this.#o.sessionDir,
+      drainGraceMs: this.#o.drainGraceMs ?? 0,
+    });
   }
 
-  async #runEngine(r: Received, signal: AbortSignal): Promise<number> {
-    const { sys, spawner, files } = this.#o;
+  /**
+   * Step 3: hand over to the supervisor. Only the FUSE fd is inherited (everything else of this
+   * process is close-on-exec). Returns only when the exec failed.
+   */
+  async #execSupervisor(r: Received): Promise<number> {
+    const { sys, files } = this.#o;
     await files.remove(this.#path(MOUNT_ERROR)).catch(() => false);
-    let child;
-    try {
-      sys.clearCloexec(r.fd);
-      child = spawner.spawn({
-        command: r.command.command,
-        args: r.command.args,
-        env: r.command.env,
-      });
-    } catch (err) {
-      await this.#reportError(`Could not start ${r.command.engine}: ${errorMessage(err)}`);
-      return MOUNTER_EXIT_ENGINE_FAILED;
-    } finally {
-      sys.closeFd(r.fd);
-    }
-    log.info("Started {engine} (pid {pid}) for bucket {bucket}", {
+    log.info("Handing over to {supervisor}, which runs {engine} for bucket {bucket}", {
+      supervisor: r.supervisor.program,
       engine: r.command.engine,
-      pid: child.pid,
       bucket: r.message.bucketName,
     });
-    let exited = false;
-    const forward = () => void this.#stopAfterDrain(() => exited, () => child.kill("SIGTERM"));
-    signal.addEventListener("abort", forward, { once: true });
-    const status = await child.status;
-    exited = true;
-    signal.removeEventListener("abort", forward);
-    if (await this.#exitRequested()) {
-      log.info("{engine} exited ({code}) after an unmount request; exiting 0", {
-        engine: r.command.engine,
-        code: status.code,
-      });
-      return MOUNTER_EXIT_OK;
+    try {
+      sys.clearCloexec(r.fd);
+      return sys.execReplace(r.supervisor.program, r.supervisor.argv, r.supervisor.env);
+    } catch (err) {
+      // Only the kernel's refusal (ENOENT, EACCES, ENOEXEC …) comes back here.
+      if (!(err instanceof SysError)) throw err;
+      await this.#reportError(
+        `Could not start ${r.supervisor.program} for ${r.command.engine}: ${errorMessage(err)}`,
+      );
+      sys.closeFd(r.fd);
+      return MOUNTER_EXIT_ENGINE_FAILED;
     }
-    const how = status.signal
-      ? `was killed by ${status.signal}`
-      : `exited with code ${status.code}`;
-    await this.#reportError(
-      `${r.command.engine} ${how} without an unmount request: ${
-        child.stderrTail().trim().slice(-4000)
-      }`,
-    );
-    return status.code === 0 && !status.signal ? MOUNTER_EXIT_RESTART : MOUNTER_EXIT_ENGINE_FAILED;
   }
 }

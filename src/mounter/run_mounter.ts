@@ -6,6 +6,7 @@
  * start must succeed whatever an earlier run left. Its files live in the `work` emptyDir (never
  * the comm dir, which is small, memory-backed, holds the credentials and is shared with the node
  * plugin), in a fresh `run-<id>` dir per start; what earlier runs left is removed — and only that:
+ * (the engine's `session/` dir beside the run dirs is the engine's, kept across restarts);
  * a run dir is removed only when it carries the mounter's marker file, so a misconfigured work dir
  * (a host directory, a shared volume) never loses anything the mounter did not create. Leftovers
  * of older versions in the comm dir (`.work-<pid>` dirs) are removed; a stale `mount.sock` is
@@ -31,6 +32,8 @@ const log = logger("mounter");
 export const RUN_DIR_PREFIX = "run-";
 /** Marker file in every run dir: only marked dirs are ever removed. */
 export const RUN_DIR_MARKER = ".s3-csi-mounter-run";
+/** The engine's session dir in the work volume (never a run dir: it outlives container restarts). */
+export const SESSION_DIR = "session";
 
 async function isDirectory(path: string): Promise<boolean> {
   try {
@@ -160,6 +163,10 @@ export async function runMounter(
   if (cacheDir !== undefined) await checkCacheDir(cacheDir, commDir);
   const workDir = await prepareWorkDir(config["work-dir"], commDir);
   await cleanCommLeftovers(commDir);
+  // The engine's session table lives in the work volume itself (not in a run dir, which the next
+  // start removes), so a restarted container can resume the session. Not in a temp-dir fallback.
+  const volume = config["work-dir"].replace(/\/+$/, "");
+  const sessionDir = workDir.startsWith(`${volume}/`) ? `${volume}/${SESSION_DIR}` : undefined;
   try {
     return await new Mounter({
       sys: new RealSys(),
@@ -168,6 +175,7 @@ export async function runMounter(
       commDir,
       workDir,
       cacheDir,
+      sessionDir,
       caBundle: config["ca-bundle"] || undefined,
       receiveTimeoutMs: config["receive-timeout"],
       drainGraceMs: config["drain-grace"],

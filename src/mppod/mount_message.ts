@@ -9,6 +9,8 @@
  * @module
  */
 
+import { MIN_PROTOCOL, PROTOCOL } from "./mount_protocol.ts";
+
 /** Largest accepted message (payload bytes). A bigger message is refused, not truncated. */
 export const MAX_MOUNT_MESSAGE_BYTES = 64 * 1024;
 
@@ -22,8 +24,21 @@ export type Engine = typeof ENGINES[number];
  */
 export const DEFAULT_ENGINE: Engine = "mount-s3";
 
+/** The engine session a message belongs to (protocol 2). */
+export interface MountSession {
+  /** The node plugin's id of the FUSE connection (32 hex digits), the same in every message of it. */
+  readonly id: string;
+  /**
+   * True when the connection was already served (the Mountpoint container restarted and the node
+   * plugin sends the same fd again): the engine resumes the session instead of starting one.
+   */
+  readonly resume: boolean;
+}
+
 /** Options + environment for one FUSE session. */
 export interface MountMessage {
+  /** Wire format version; absent means 1. */
+  readonly protocolVersion?: number;
   /** Bucket to mount. */
   readonly bucketName: string;
   /** mount-s3 style options, each `--name` or `--name=value`, sorted. */
@@ -34,6 +49,13 @@ export interface MountMessage {
   readonly volumeId?: string;
   /** Engine requested for this volume; the mounter's default when absent. */
   readonly engine?: Engine;
+  /** Protocol 2: the session, so the engine can outlive its process. */
+  readonly session?: MountSession;
+}
+
+/** The protocol version of `message` (1 when it names none). */
+export function protocolOf(message: MountMessage): number {
+  return message.protocolVersion ?? 1;
 }
 
 /** A malformed or oversized mount message. */
@@ -56,6 +78,7 @@ export function mountArgProblem(arg: string): string | undefined {
     } is not an option the mounter accepts (--name or --name=value without NUL or newline)`;
 }
 const ENV_REGEXP = /^[A-Za-z_][A-Za-z0-9_]*=[^\0]*$/;
+const SESSION_ID_REGEXP = /^[0-9a-f]{32}$/;
 const BUCKET_REGEXP = /^[A-Za-z0-9][A-Za-z0-9._:-]{1,254}$/;
 
 /** Serialise a message for the wire. */
@@ -101,7 +124,17 @@ export function parseMountMessage(bytes: Uint8Array): MountMessage {
     throw new MountMessageError("Mount message must be a JSON object");
   }
   const o = raw as Record<string, unknown>;
+  const version = o.protocolVersion ?? 1;
+  if (typeof version !== "number" || !Number.isInteger(version) || version < 1) {
+    throw new MountMessageError(`Mount message field "protocolVersion" must be a positive integer`);
+  }
+  if (version > PROTOCOL || version < MIN_PROTOCOL) {
+    throw new MountMessageError(
+      `Mount message protocol ${version} is not supported by this mounter (it speaks ${MIN_PROTOCOL} to ${PROTOCOL}): the node plugin and the Mountpoint Pod image are too far apart in version; see the README's skew policy`,
+    );
+  }
   const known = new Set(["bucketName", "args", "env", "volumeId", "engine"]);
+  if (version >= 2) known.add("protocolVersion").add("session");
   const unknown = Object.keys(o).filter((k) => !known.has(k));
   if (unknown.length) {
     throw new MountMessageError(`Mount message has unknown fields: ${unknown.join(", ")}`);
@@ -129,6 +162,21 @@ export function parseMountMessage(bytes: Uint8Array): MountMessage {
       );
     }
     message.engine = o.engine as Engine;
+  }
+  if (version >= 2) message.protocolVersion = version;
+  if (o.session !== undefined) {
+    const session = o.session as Record<string, unknown> | null;
+    if (
+      session === null || typeof session !== "object" || Array.isArray(session) ||
+      typeof session.id !== "string" || !SESSION_ID_REGEXP.test(session.id) ||
+      typeof session.resume !== "boolean" ||
+      Object.keys(session).some((k) => k !== "id" && k !== "resume")
+    ) {
+      throw new MountMessageError(
+        `Mount message field "session" must be {"id": 32 hex digits, "resume": true|false}`,
+      );
+    }
+    message.session = { id: session.id, resume: session.resume };
   }
   return message;
 }

@@ -5,6 +5,7 @@ import {
   type MountMessage,
   MountMessageError,
   parseMountMessage,
+  protocolOf,
 } from "./mount_message.ts";
 
 const enc = (v: unknown) => new TextEncoder().encode(typeof v === "string" ? v : JSON.stringify(v));
@@ -18,6 +19,21 @@ Deno.test("encodeMountMessage() and parseMountMessage() round-trip", () => {
     engine: "rclone",
   };
   assert.deepEqual(parseMountMessage(encodeMountMessage(msg)), msg);
+});
+
+Deno.test("protocol 2 carries the session; protocol 1 (no version) is still read", () => {
+  const v2: MountMessage = {
+    protocolVersion: 2,
+    bucketName: "my-bucket",
+    args: [],
+    env: [],
+    engine: "mount-s3",
+    session: { id: "0123456789abcdef0123456789abcdef", resume: true },
+  };
+  assert.deepEqual(parseMountMessage(encodeMountMessage(v2)), v2);
+  const v1 = { bucketName: "my-bucket", args: [], env: [] };
+  assert.deepEqual(parseMountMessage(enc(v1)), v1);
+  assert.equal(protocolOf(parseMountMessage(enc(v1))), 1);
 });
 
 Deno.test("parseMountMessage() rejects malformed input with a clear error", async (t) => {
@@ -35,6 +51,31 @@ Deno.test("parseMountMessage() rejects malformed input with a clear error", asyn
     ["unknown engine", enc({ ...ok, engine: "s3fs" }), /"engine" must be one of mount-s3, rclone/],
     ["unknown field", enc({ ...ok, fd: 3 }), /unknown fields: fd/],
     ["oversize", new Uint8Array(MAX_MOUNT_MESSAGE_BYTES + 1), /larger than/],
+    [
+      "a newer protocol",
+      enc({ ...ok, protocolVersion: 3 }),
+      /protocol 3 is not supported by this mounter \(it speaks 1 to 2\)/,
+    ],
+    ["bad protocol", enc({ ...ok, protocolVersion: "2" }), /positive integer/],
+    [
+      "session in protocol 1",
+      enc({ ...ok, session: { id: "x", resume: false } }),
+      /unknown fields: session/,
+    ],
+    [
+      "bad session id",
+      enc({ ...ok, protocolVersion: 2, session: { id: "../x", resume: false } }),
+      /"session" must be/,
+    ],
+    [
+      "session with extra",
+      enc({
+        ...ok,
+        protocolVersion: 2,
+        session: { id: "0123456789abcdef0123456789abcdef", resume: false, dir: "/" },
+      }),
+      /"session" must be/,
+    ],
   ];
   for (const [name, bytes, pattern] of cases) {
     await t.step(name, () => {

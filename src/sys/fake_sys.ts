@@ -39,6 +39,21 @@ export interface FakeCall {
   readonly args: readonly unknown[];
 }
 
+/** What {@link FakeSys.execReplace} throws instead of replacing the process. */
+export class ExecCalled extends Error {
+  override name = "ExecCalled";
+  /** Record an exec of `path`. */
+  constructor(
+    readonly path: string,
+    readonly argv: readonly string[],
+    readonly env: Readonly<Record<string, string>>,
+    /** Open fds without `FD_CLOEXEC`, which the new program would get. */
+    readonly inheritedFds: readonly number[],
+  ) {
+    super(`exec ${path} ${argv.slice(1).join(" ")}`);
+  }
+}
+
 const ROOT_MOUNT: MountInfo = {
   mountId: 1,
   parentId: 1,
@@ -96,6 +111,7 @@ export class FakeSys implements Sys {
   /** Open fake fds and what they point at. */
   readonly fds: Map<number, string> = new Map();
   readonly #fuseFds = new Set<number>();
+  readonly #cloexecCleared = new Set<number>();
   /** Readahead values set, by `majorMinor`. */
   readonly readAheadKb: Map<string, number> = new Map();
   /** FUSE connections aborted, by minor. */
@@ -259,6 +275,7 @@ export class FakeSys implements Sys {
     this.#fd(fd, "close");
     this.fds.delete(fd);
     this.#fuseFds.delete(fd);
+    this.#cloexecCleared.delete(fd);
   }
 
   /** {@inheritDoc Sys.fdTarget} */
@@ -278,6 +295,18 @@ export class FakeSys implements Sys {
   clearCloexec(fd: number): void {
     this.#record("clearCloexec", fd);
     this.#fd(fd, "fcntl");
+    this.#cloexecCleared.add(fd);
+  }
+
+  /**
+   * {@inheritDoc Sys.execReplace} The fake cannot replace the process: it records the call and
+   * throws {@link ExecCalled} (a test catches it to see what would have run), or the injected
+   * failure.
+   */
+  execReplace(path: string, argv: readonly string[], env: Readonly<Record<string, string>>): never {
+    this.#record("execReplace", path, argv, env);
+    const inherited = [...this.fds.keys()].filter((fd) => this.#cloexecCleared.has(fd));
+    throw new ExecCalled(path, argv, env, inherited);
   }
 
   /** {@inheritDoc Sys.listenUnix} */

@@ -46,6 +46,7 @@ const SYMBOLS = {
   recvmsg: { parameters: ["i32", "buffer", "i32"], result: "isize" },
   getsockopt: { parameters: ["i32", "i32", "i32", "buffer", "buffer"], result: "i32" },
   eventfd: { parameters: ["u32", "i32"], result: "i32" },
+  execve: { parameters: ["buffer", "buffer", "buffer"], result: "i32" },
   /** `poll(fds, nfds, timeoutMs)` on a blocking-pool thread; errno is not readable afterwards. */
   pollAsync: {
     name: "poll",

@@ -25,6 +25,7 @@ import {
   type UnmountOptions,
   type UnmountResult,
 } from "./mount.ts";
+import { execReplace } from "./exec.ts";
 import { type MountInfo, readMountInfo } from "./mountinfo.ts";
 import { waitMountReady, type WaitMountReadyOptions } from "./mount_ready.ts";
 import {
@@ -104,6 +105,8 @@ export interface Sys {
   isFuseDevice(fd: number): boolean;
   /** Clear `FD_CLOEXEC` so a spawned engine inherits the fd. */
   clearCloexec(fd: number): void;
+  /** Replace this process with `path` (`execve`); returns only by throwing why it failed. */
+  execReplace(path: string, argv: readonly string[], env: Readonly<Record<string, string>>): never;
   /** Listen on a unix socket at `path`, replacing a stale socket file. */
   listenUnix(path: string, options?: ListenOptions): Promise<SysListener>;
   /** Wait for the next connection. */
@@ -179,6 +182,10 @@ export class RealSys implements Sys {
   /** {@inheritDoc Sys.clearCloexec} */
   clearCloexec(fd: number): void {
     clearCloexec(fd);
+  }
+  /** {@inheritDoc Sys.execReplace} */
+  execReplace(path: string, argv: readonly string[], env: Readonly<Record<string, string>>): never {
+    return execReplace(path, argv, env);
   }
   /** {@inheritDoc Sys.listenUnix} */
   listenUnix(path: string, options: ListenOptions = {}): Promise<SysListener> {

@@ -61,25 +61,41 @@ function parseEnv(text: string): ServerEnv {
   return env;
 }
 
-let engine: { bin?: string; reason?: string } | undefined;
+let engine: { bin?: string; supervisor?: string; reason?: string } | undefined;
 
-/** Our mount-s3 binary: `$S3CSI_ENGINE_BIN`, else the cached build (never builds here). */
-export function engineBin(): { bin?: string; reason?: string } {
+function isFile(path: string): boolean {
+  try {
+    return Deno.statSync(path).isFile;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Our mount-s3 binary and, beside it, the Mountpoint Pod's supervisor (`s3-csi-supervisor`, which
+ * every mounter execs into): `$S3CSI_ENGINE_BIN`, else the cached build (never builds here).
+ */
+export function engineBin(): { bin?: string; supervisor?: string; reason?: string } {
   if (engine) return engine;
   const fromEnv = Deno.env.get("S3CSI_ENGINE_BIN");
+  let bin: string | undefined;
   if (fromEnv) {
-    let isFile = false;
-    try {
-      isFile = Deno.statSync(fromEnv).isFile;
-    } catch { /* missing */ }
-    engine = isFile ? { bin: fromEnv } : { reason: `S3CSI_ENGINE_BIN=${fromEnv} is not a file` };
-    return engine;
+    if (!isFile(fromEnv)) return engine = { reason: `S3CSI_ENGINE_BIN=${fromEnv} is not a file` };
+    bin = fromEnv;
+  } else {
+    const r = run("bash", [`${ROOT}scripts/build_engine.sh`, "--no-build"]);
+    const m = /^ENGINE_BIN=(.+)$/.exec(lastLine(r.stdout));
+    if (r.code !== 0 || !m) {
+      return engine = {
+        reason: `no mount-s3 built: run scripts/build_engine.sh (${lastLine(r.stderr)})`,
+      };
+    }
+    bin = m[1]!;
   }
-  const r = run("bash", [`${ROOT}scripts/build_engine.sh`, "--no-build"]);
-  const m = /^ENGINE_BIN=(.+)$/.exec(lastLine(r.stdout));
-  engine = r.code === 0 && m
-    ? { bin: m[1]! }
-    : { reason: `no mount-s3 built: run scripts/build_engine.sh (${lastLine(r.stderr)})` };
+  const supervisor = bin.replace(/[^/]+$/, "s3-csi-supervisor");
+  engine = isFile(supervisor)
+    ? { bin, supervisor }
+    : { reason: `no s3-csi-supervisor beside ${bin}: rebuild with scripts/build_engine.sh` };
   return engine;
 }
 

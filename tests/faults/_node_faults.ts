@@ -22,7 +22,6 @@ import { type Running, runToEnd, spawn, testOrSkip, waitFor } from "../_helpers.
 import {
   ensureWorkDir,
   type Harness,
-  MOUNTER_ENV,
   mounterArgs,
   mounterEnvWithEngine,
   type S3Choice,
@@ -45,11 +44,6 @@ function commandExists(name: string): boolean {
 /** Print one measured figure (collected by the report). */
 export function report(line: string): void {
   Deno.stderr.writeSync(new TextEncoder().encode(`FAULT ${line}\n`));
-}
-
-/** The mounter's environment in a harness (our mount-s3 on PATH when that is the engine). */
-export function mounterEnvOf(h: Harness): Record<string, string> {
-  return h.defaultEngine === "mount-s3" ? mounterEnvWithEngine() : MOUNTER_ENV;
 }
 
 /** Why the fault tests cannot run here (on the S3 server `s3`). */
@@ -326,7 +320,7 @@ export async function startNsMounter(
     "setpriv",
     ...mounterArgs(commDir),
   ], {
-    env: { ...MOUNTER_ENV, ...env },
+    env: { ...mounterEnvWithEngine(), ...env },
   });
   if (waitSocket) {
     await waitFor(

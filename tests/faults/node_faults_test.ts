@@ -36,7 +36,6 @@ import {
 import {
   assertInS3,
   faultTest,
-  mounterEnvOf,
   publishInChild,
   putObject,
   report,
@@ -184,7 +183,7 @@ for (const [engine, s3] of [["rclone", "rgw"], ["mount-s3", "versitygw"]] as con
           // mounter removes) within milliseconds.
           await republishThenRestart(h, pv, "uid-e", async () => {
             await mp.mounter.stop("SIGKILL").catch(() => {});
-            mp.mounter = startMounter(mp.commDir, [], mounterEnvOf(h));
+            mp.mounter = startMounter(mp.commDir);
           });
         }
         await assertRepaired(h, pv, "uid-e", closed);

@@ -149,7 +149,8 @@ export function skipReason(
   if (engine === "rclone" && !commandExists("rclone")) {
     return "needs rclone (apt-get install rclone)";
   }
-  if (engine === "mount-s3" && engineBin().reason) return engineBin().reason;
+  // Every mounter execs s3-csi-supervisor, built with mount-s3: needed whatever the engine.
+  if (engineBin().reason) return engineBin().reason;
   if (s3 === "versitygw") return versitygwReason();
   if (!rgwEnv()) {
     return `needs RGW: run tests/testbed/services/s3/rgw_start.sh (no env file in ${
@@ -198,11 +199,14 @@ export function ensureWorkDir(commDir: string): void {
   Deno.chownSync(dir, MP_UID, MP_UID);
 }
 
-/** The mounters' environment with our mount-s3 on PATH (as the Mountpoint image has it). */
+/**
+ * The mounters' environment with our mount-s3 and s3-csi-supervisor on PATH (as the Mountpoint
+ * image has them).
+ */
 export function mounterEnvWithEngine(): Record<string, string> {
   const bin = engineBin().bin;
   if (!bin) return MOUNTER_ENV;
-  // The binary is named mount-s3 in its cache dir; that dir goes first on PATH.
+  // The binaries are in one cache dir; that dir goes first on PATH.
   return { ...MOUNTER_ENV, PATH: `${bin.replace(/\/[^/]+$/, "")}:${MOUNTER_ENV.PATH}` };
 }
 
@@ -228,7 +232,7 @@ export function mounterArgs(commDir: string, extraArgs: string[] = []): string[]
 export function startMounter(
   commDir: string,
   extraArgs: string[] = [],
-  env: Record<string, string> = MOUNTER_ENV,
+  env: Record<string, string> = mounterEnvWithEngine(),
 ): Running {
   ensureWorkDir(commDir);
   return spawn("setpriv", mounterArgs(commDir, extraArgs), { env });
@@ -328,7 +332,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   let vgw: Server | undefined;
   if (s3Choice === "versitygw") vgw = await startVersitygw({ tls: options.tls === true });
   const rgw = vgw ? vgw.env : rgwEnv()!;
-  const mounterEnv = defaultEngine === "mount-s3" ? mounterEnvWithEngine() : MOUNTER_ENV;
+  const mounterEnv = mounterEnvWithEngine();
   const api = await startApiServer({ port: 0 });
   const kube = new RestKubeClient(
     loadKubeConfig((n) => (n === "KUBECONFIG" ? api.kubeconfigPath : undefined)).config,

@@ -221,15 +221,15 @@ export function tier(): Promise<Tier> {
 }
 
 /**
- * The tier's S3 server: `REAL_NODE_S3` (`rgw` or `versitygw`) when set; else versitygw when the
- * Mountpoint image has `mount-s3` (the engine Mountpoint Pods then run: Ceph RGW 16 refuses its
- * multipart uploads, see `tests/engine/data_test.ts`), Ceph RGW otherwise.
+ * The tier's S3 server: `REAL_NODE_S3` (`rgw` or `versitygw`) when set; else versitygw (the
+ * Mountpoint image's default engine is `mount-s3`, and Ceph RGW 16 refuses its multipart uploads,
+ * see `tests/engine/data_test.ts`).
  */
-export function realNodeS3Choice(hasMountS3: boolean): "rgw" | "versitygw" {
+export function realNodeS3Choice(): "rgw" | "versitygw" {
   const set = Deno.env.get("REAL_NODE_S3");
   if (set === "rgw" || set === "versitygw") return set;
   if (set) throw new Error(`REAL_NODE_S3 must be rgw or versitygw, got "${set}"`);
-  return hasMountS3 ? "versitygw" : "rgw";
+  return "versitygw";
 }
 
 async function startTier(): Promise<Tier> {
@@ -246,12 +246,14 @@ async function startTier(): Promise<Tier> {
   started.logDir = logDir;
   await Deno.copyFile(engineLog, `${logDir}/engine.log`);
   await Deno.remove(engineLog);
-  report(
-    engine.bin
-      ? `Mountpoint image engines: mount-s3 (${engine.bin}) and rclone; mount-s3 is the default`
-      : `Mountpoint image engines: rclone only (${engine.reason})`,
-  );
-  const choice = realNodeS3Choice(engine.bin !== undefined);
+  if (!engine.bin) {
+    throw new Error(
+      `the Mountpoint image needs mount-s3 and s3-csi-supervisor (scripts/build_engine.sh): ${engine.reason}`,
+    );
+  }
+  const engineBin = engine.bin;
+  report(`Mountpoint image engines: mount-s3 (${engineBin}) and rclone; mount-s3 is the default`);
+  const choice = realNodeS3Choice();
   const s3 = await timed(
     `S3 server start (${choice})`,
     () => startS3Server(choice, logDir, logDir, new AbortController().signal),
@@ -267,7 +269,7 @@ async function startTier(): Promise<Tier> {
   report(`S3 for pods: ${podEndpoint} → ${s3.env.S3_ENDPOINT} (relay in the test process)`);
   await timed(
     "driver images built and imported",
-    () => buildDriverImages(node, `${logDir}/images.log`, engine.bin),
+    () => buildDriverImages(node, `${logDir}/images.log`, engineBin),
   );
   const driver = await timed("deno task deploy (until rolled out)", () =>
     deployDriver(node, {

@@ -72,6 +72,12 @@ pub struct MountArgs {
     pub debug: bool,
     pub debug_crt: bool,
     pub no_log: bool,
+    /// Where the session's inode table is kept, so that a restarted engine can resume it.
+    pub session_dir: Option<PathBuf>,
+    /// The session's id (the node plugin's, one per FUSE connection).
+    pub session_id: Option<String>,
+    /// Serve a connection that an earlier engine of the session initialized.
+    pub resume: bool,
 }
 
 impl MountArgs {
@@ -110,6 +116,9 @@ impl MountArgs {
             debug: false,
             debug_crt: false,
             no_log: false,
+            session_dir: None,
+            session_id: None,
+            resume: false,
         }
     }
 
@@ -183,6 +192,9 @@ const OPTIONS: &[(&str, Kind)] = &[
     ("read-only", Kind::Flag),
     ("read-part-size", Kind::Value),
     ("region", Kind::Value),
+    ("resume", Kind::Flag),
+    ("session-dir", Kind::Value),
+    ("session-id", Kind::Value),
     ("sse", Kind::Value),
     ("sse-kms-key-id", Kind::Value),
     ("storage-class", Kind::Value),
@@ -364,6 +376,19 @@ fn apply(m: &mut MountArgs, name: &str, value: Option<String>) -> Result<(), Usa
         "debug" => m.debug = flag,
         "debug-crt" => m.debug_crt = flag,
         "no-log" => m.no_log = flag,
+        "resume" => m.resume = flag,
+        "session-dir" => {
+            if !v.starts_with('/') {
+                return Err(bad("must be an absolute directory path"));
+            }
+            m.session_dir = Some(PathBuf::from(v));
+        }
+        "session-id" => {
+            if v.is_empty() || v.len() > 128 || !v.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-') {
+                return Err(bad("must be 1-128 letters, digits or '-'"));
+            }
+            m.session_id = Some(v);
+        }
         "uid" => m.uid = Some(parse_id(&v).ok_or_else(|| bad("must be a user id from 0 to 4294967294"))?),
         "gid" => m.gid = Some(parse_id(&v).ok_or_else(|| bad("must be a group id from 0 to 4294967294"))?),
         "dir-mode" => m.dir_mode = Some(parse_mode(&v).ok_or_else(|| bad("must be an octal mode such as 0755"))?),
@@ -489,6 +514,14 @@ fn check_combinations(m: &MountArgs) -> Result<(), UsageError> {
             }
         }
     }
+    if m.resume && (m.session_dir.is_none() || !m.mount_point.starts_with("/dev/fd/")) {
+        return Err(usage(
+            "option '--resume' needs '--session-dir=<DIRECTORY>' and a /dev/fd/N mount point",
+        ));
+    }
+    if m.session_id.is_some() && m.session_dir.is_none() {
+        return Err(usage("option '--session-id' needs '--session-dir=<DIRECTORY>'"));
+    }
     if m.no_log && (m.debug || m.debug_crt) {
         return Err(usage(
             "option '--no-log' cannot be used with '--debug' or '--debug-crt'",
@@ -607,6 +640,13 @@ File system:
   --allow-root                    let root use the mount
   --max-threads=<N>               FUSE worker threads [16]
 
+Session (a restarted engine resumes the FUSE connection of a /dev/fd/N mount point):
+  --session-dir=<DIRECTORY>       keep the session's inode table there
+  --session-id=<ID>               the session's id [local]
+  --resume                        serve the connection an earlier engine of the session served:
+                                  no INIT, no bucket check, the recorded inode numbers, the
+                                  requests it left unanswered sent again (Linux >= 6.9)
+
 Caching:
   --cache=<DIRECTORY>             cache object content in DIRECTORY/mountpoint-cache
   --max-cache-size=<MiB>          cache size limit [keep 5% of the disk free]; 0 disables the cache
@@ -628,7 +668,8 @@ trusted CAs; HTTPS_PROXY/HTTP_PROXY/NO_PROXY (either case) route S3 requests thr
 
 Exit codes: 0 unmounted or stopped by SIGINT/SIGTERM, 1 failure while serving, 2 bad arguments or
 environment, 3 local setup failed (mount point, FUSE fd, cache dir, CA bundle, credential files),
-4 bucket not found, 5 access denied or no credentials, 6 S3 endpoint unreachable or failing.
+4 bucket not found, 5 access denied or no credentials, 6 S3 endpoint unreachable or failing,
+8 handed over (SIGUSR1: stopped at a request boundary for the next engine to resume).
 ",
         version = crate::version::VERSION
     )
@@ -868,6 +909,19 @@ mod tests {
         assert!(error(&["bucket", "/m", "--no-log", "--debug"]).contains("cannot be used with"));
         let m = mount(&["bucket", "/m", "--sse=aws:kms:dsse", "--sse-kms-key-id=k"]);
         assert_eq!(m.sse_kms_key_id.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn session_options() {
+        let m = mount(&["bkt", "/dev/fd/4", "--session-dir=/work/session", "--session-id=ab-12", "--resume"]);
+        assert_eq!(m.session_dir.as_deref(), Some(std::path::Path::new("/work/session")));
+        assert_eq!(m.session_id.as_deref(), Some("ab-12"));
+        assert!(m.resume);
+        assert!(error(&["bkt", "/dev/fd/4", "--resume"]).contains("needs '--session-dir"));
+        assert!(error(&["bkt", "/mnt", "--session-dir=/s", "--resume"]).contains("/dev/fd/N"));
+        assert!(error(&["bkt", "/dev/fd/4", "--session-id=x"]).contains("needs '--session-dir"));
+        assert!(error(&["bkt", "/dev/fd/4", "--session-dir=rel"]).contains("absolute"));
+        assert!(error(&["bkt", "/dev/fd/4", "--session-dir=/s", "--session-id=a/b"]).contains("letters"));
     }
 
     #[test]

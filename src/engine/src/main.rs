@@ -4,10 +4,12 @@
 
 mod cli;
 mod exit;
+mod fuse_adapter;
 mod fuse_fd;
 mod logging;
 mod mount;
 mod proxy;
+mod session_table;
 mod settings;
 mod tls_blinding;
 mod version;

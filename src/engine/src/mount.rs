@@ -3,8 +3,10 @@
 //! unmounted or SIGINT/SIGTERM arrives.
 
 use std::num::NonZeroUsize;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mountpoint_s3_client::config::{
     AddressingStyle, Allocator, EndpointConfig, S3ClientAuthConfig, S3ClientConfig, TlsConfig, Uri,
@@ -13,20 +15,25 @@ use mountpoint_s3_client::error::{ListObjectsError, ObjectClientError};
 use mountpoint_s3_client::error_metadata::ProvideErrorMetadata;
 use mountpoint_s3_client::user_agent::UserAgent;
 use mountpoint_s3_client::{NewClientError, ObjectClient, S3CrtClient, S3RequestError};
-use mountpoint_s3_fs::data_cache::{CacheLimit, DataCacheConfig, DiskDataCacheConfig, ManagedCacheDir};
+use mountpoint_s3_fs::data_cache::{CacheLimit, DiskDataCache, DiskDataCacheConfig, ManagedCacheDir};
 use mountpoint_s3_fs::fs::{CacheConfig, TimeToLive, UploadChecksumAlgorithm};
-use mountpoint_s3_fs::fuse::config::{FuseOptions, FuseSessionConfig};
+use fuser::{MountOption, SessionACL};
+use mountpoint_s3_fs::fuse::config::MountPoint;
+use mountpoint_s3_fs::fuse::session::FuseSession;
+use mountpoint_s3_fs::prefetch::Prefetcher;
+use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::iterator::Signals;
 use mountpoint_s3_fs::memory::{CandidateSize, MINIMUM_MEM_LIMIT, PagedPool, effective_total_memory};
 use mountpoint_s3_fs::s3::config::{MemoryLimitSetting, PartConfig};
 use mountpoint_s3_fs::s3::{Bucket, Prefix, S3Path, S3Personality};
-use mountpoint_s3_fs::{
-    MountpointConfig, Runtime, S3FilesystemConfig, ServerSideEncryption, Superblock, SuperblockConfig,
-};
+use mountpoint_s3_fs::{Runtime, S3Filesystem, S3FilesystemConfig, ServerSideEncryption, Superblock, SuperblockConfig};
 use tracing::{info, warn};
 
 use crate::cli::{MountArgs, Ttl, UploadChecksums};
 use crate::exit::{self, Failure, chain};
+use crate::fuse_adapter::{Adapter, Gate};
 use crate::fuse_fd;
+use crate::session_table::Table;
 use crate::proxy;
 use crate::settings::{self, S3Settings};
 use crate::version;
@@ -34,11 +41,15 @@ use crate::version;
 /// Attempts of the bucket check at start (at most).
 const CHECK_ATTEMPTS: u32 = 3;
 
+/// How long a handover waits for the requests already running to finish.
+const HANDOVER_DRAIN: Duration = Duration::from_secs(30);
+
 /// Size of a disk-cache block (as upstream's default).
 const CACHE_BLOCK_SIZE: u64 = 1024 * 1024;
 
 /// Mount and serve until unmounted; `Ok` is a clean end.
 pub fn run(args: &MountArgs) -> Result<(), Failure> {
+    let started = Instant::now();
     let s3 = settings::resolve(args, &|name| std::env::var(name).ok())?;
     info!("{}", version::version_line());
     info!(
@@ -107,17 +118,15 @@ pub fn run(args: &MountArgs) -> Result<(), Failure> {
         .build();
 
     // The start check gets few attempts: a wrong endpoint, CA or proxy is reported in seconds,
-    // not after the minute of backoff that the mount's attempts allow.
-    let check_client = create_client(args, &s3, &parts, pool.clone(), s3.max_attempts.min(CHECK_ATTEMPTS))?;
-    if s3.proxy.is_some() && proxy::clients_with_env_proxy() == 0 {
-        return Err(Failure::new(
-            exit::RUNTIME,
-            "internal error: the proxy wrapper of aws_s3_client_new is not linked",
-        ));
+    // not after the minute of backoff that the mount's attempts allow. A resumed session was
+    // proven at its first start, and its workloads are waiting: no check.
+    if !args.resume {
+        let check_client = create_client(args, &s3, &parts, pool.clone(), s3.max_attempts.min(CHECK_ATTEMPTS))?;
+        check_proxy_linked(&s3)?;
+        check_bucket(&check_client, &s3_path, &s3)?;
     }
-    check_bucket(&check_client, &s3_path, &s3)?;
-    drop(check_client);
     let client = create_client(args, &s3, &parts, pool.clone(), s3.max_attempts)?;
+    check_proxy_linked(&s3)?;
     let personality = S3Personality::infer_from_bucket(s3_path.bucket.as_str(), &client.endpoint_config());
     let runtime = Runtime::new(client.event_loop_group());
 
@@ -148,38 +157,148 @@ pub fn run(args: &MountArgs) -> Result<(), Failure> {
             None => CacheLimit::default(),
         },
     });
-    let data_cache = DataCacheConfig {
-        disk_cache_config,
-        express_cache_config: None,
+    let prefetcher = match disk_cache_config {
+        Some(config) => Prefetcher::caching_builder(DiskDataCache::new(config, pool.clone()), client.clone()),
+        None => Prefetcher::default_builder(client.clone()),
     };
-
-    let fuse_options = FuseOptions {
-        read_only: args.read_only,
-        auto_unmount: false,
-        allow_root: args.allow_root,
-        allow_other: args.allow_other,
-        clone_fd: false,
+    let table = session_table(args)?;
+    let generation = table.generation();
+    let (known, persistent) = (table.len(), table.persistent());
+    let fs = S3Filesystem::new(client, prefetcher, pool, runtime, superblock, fs_config);
+    let gate = Arc::new(Gate::default());
+    let adapter = Adapter::new(fs, table, gate.clone());
+    let options = fuse_mount_options(args);
+    let acl = if args.allow_root {
+        SessionACL::RootAndOwner
+    } else if args.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
     };
-    let fuse_config = FuseSessionConfig::new(mount_point, fuse_options, args.max_threads)
-        .map_err(|e| Failure::setup(chain(e.as_ref())))?;
-    let mut session = MountpointConfig::new(fuse_config, fs_config, data_cache)
-        .and_then(|config| config.create_fuse_session(superblock, client, runtime, pool))
-        .map_err(|e| {
-            Failure::setup(format!(
-                "cannot start the FUSE session on {mount_point_text}: {}",
-                chain(e.as_ref())
-            ))
-        })?;
+    let session = match mount_point {
+        MountPoint::Directory(path) => fuser::Session::new(adapter, &path, &options)
+            .map_err(|e| Failure::setup(format!("cannot mount at {mount_point_text}: {e}")))?,
+        MountPoint::FileDescriptor(fd) if args.resume => {
+            // The dead engine's unanswered requests go back to the queue before anyone reads.
+            resend_unanswered(&fd).map_err(|e| Failure::setup(format!("cannot resume the session on {mount_point_text}: {e}")))?;
+            fuser::Session::from_fd_initialized(adapter, fd, acl)
+        }
+        MountPoint::FileDescriptor(fd) => fuser::Session::from_fd(adapter, fd, acl),
+    };
+    let mut session = FuseSession::from_session(session, args.max_threads, false).map_err(|e| {
+        Failure::setup(format!(
+            "cannot start the FUSE session on {mount_point_text}: {}",
+            chain(e.as_ref())
+        ))
+    })?;
     if let Some(managed) = managed_cache {
         session.run_on_close(Box::new(move || drop(managed)));
     }
+    handle_signals(session.shutdown_fn(), gate)?;
 
-    info!("{description} is mounted at {mount_point_text}");
-    println!("mount-s3: {description} is mounted at {mount_point_text}");
+    if args.resume {
+        info!(
+            generation,
+            inodes = known,
+            ms = started.elapsed().as_millis() as u64,
+            "{description} at {mount_point_text}: session resumed"
+        );
+        println!("mount-s3: {description} is mounted at {mount_point_text} (session resumed, generation {generation})");
+    } else {
+        info!(persistent, "{description} is mounted at {mount_point_text}");
+        println!("mount-s3: {description} is mounted at {mount_point_text}");
+    }
     session
         .join()
         .map_err(|e| Failure::new(exit::RUNTIME, format!("the FUSE session failed: {}", chain(e.as_ref()))))?;
     info!("{description} at {mount_point_text}: session ended");
+    Ok(())
+}
+
+/// The inode table of this start: a new one in `--session-dir`, the recorded one with `--resume`,
+/// or one in memory only.
+fn session_table(args: &MountArgs) -> Result<Table, Failure> {
+    let id = args.session_id.as_deref().unwrap_or("local");
+    match (&args.session_dir, args.resume) {
+        (Some(dir), false) => Table::create(dir, id)
+            .map_err(|e| Failure::setup(format!("session directory {}: {e}", dir.display()))),
+        (Some(dir), true) => Table::resume(dir, id).map_err(|e| {
+            Failure::setup(format!(
+                "cannot resume the session from {}: {e}",
+                dir.display()
+            ))
+        }),
+        (None, _) => Ok(Table::in_memory()),
+    }
+}
+
+/// `FUSE_NOTIFY_RESEND` (Linux 6.9): the requests an earlier engine read and never answered go
+/// back to the connection's queue, to be read and answered by this one.
+fn resend_unanswered(fd: &OwnedFd) -> std::io::Result<()> {
+    const FUSE_NOTIFY_RESEND: i32 = 7;
+    let mut header = [0u8; 16];
+    header[0..4].copy_from_slice(&16u32.to_ne_bytes());
+    header[4..8].copy_from_slice(&FUSE_NOTIFY_RESEND.to_ne_bytes());
+    // SAFETY: writes 16 bytes from a live buffer to an open fd we own.
+    let n = unsafe { libc::write(fd.as_raw_fd(), header.as_ptr().cast(), header.len()) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(std::io::Error::new(
+            e.kind(),
+            format!("FUSE_NOTIFY_RESEND: {e} (the kernel must be Linux 6.9 or newer)"),
+        ));
+    }
+    Ok(())
+}
+
+fn fuse_mount_options(args: &MountArgs) -> Vec<MountOption> {
+    let mut options = vec![
+        MountOption::DefaultPermissions,
+        MountOption::FSName("mountpoint-s3".into()),
+        MountOption::NoAtime,
+    ];
+    if args.read_only {
+        options.push(MountOption::RO);
+    }
+    if args.allow_root {
+        options.push(MountOption::AllowRoot);
+    }
+    if args.allow_other {
+        options.push(MountOption::AllowOther);
+    }
+    options
+}
+
+/// SIGINT/SIGTERM end the session cleanly; SIGUSR1 hands it over: requests already running finish,
+/// later ones stay unanswered for the next engine, and the process exits with [exit::HANDED_OVER].
+fn handle_signals(shutdown: impl Fn() + Send + 'static, gate: Arc<Gate>) -> Result<(), Failure> {
+    let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1])
+        .map_err(|e| Failure::setup(format!("cannot install signal handlers: {e}")))?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                if signal == SIGUSR1 {
+                    let still = gate.drain(HANDOVER_DRAIN);
+                    info!(still_running = still, "handing the session over: exiting without answering new requests");
+                    // SAFETY: ends the process at once; the session table is already on disk.
+                    unsafe { libc::_exit(exit::HANDED_OVER as i32) };
+                }
+                shutdown();
+            }
+        })
+        .map_err(|e| Failure::setup(format!("cannot start the signal thread: {e}")))?;
+    Ok(())
+}
+
+/// With a proxy, the clients must have been made by our wrapper of `aws_s3_client_new`.
+fn check_proxy_linked(s3: &S3Settings) -> Result<(), Failure> {
+    if s3.proxy.is_some() && proxy::clients_with_env_proxy() == 0 {
+        return Err(Failure::new(
+            exit::RUNTIME,
+            "internal error: the proxy wrapper of aws_s3_client_new is not linked",
+        ));
+    }
     Ok(())
 }
 

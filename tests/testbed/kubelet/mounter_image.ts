@@ -4,8 +4,9 @@
  * otherwise (e.g. a clone under a private home) from a self-contained bundle (`deno bundle`, npm
  * packages included) written into the kubelet root, which the emulator keeps traversable.
  *
- * The Mountpoint image carries our `mount-s3`: {@link withEngine} puts the one
- * `scripts/build_engine.sh` built ({@link findEngineBin}) first on the containers' PATH.
+ * The Mountpoint image carries our `mount-s3` and the supervisor the mounter execs into
+ * (`s3-csi-supervisor`): {@link withEngine} puts the dir `scripts/build_engine.sh` built them in
+ * ({@link findEngineBin}) first on the containers' PATH.
  *
  * @module
  */
@@ -30,10 +31,23 @@ export async function readableByOthers(path: string): Promise<boolean> {
 }
 
 /**
- * Our `mount-s3`: `$S3CSI_ENGINE_BIN`, else the binary `scripts/build_engine.sh` cached for these
- * sources (never builds). Returns the path, or the reason there is none.
+ * Our `mount-s3`, with `s3-csi-supervisor` beside it: `$S3CSI_ENGINE_BIN`, else the binary
+ * `scripts/build_engine.sh` cached for these sources (never builds). Returns the path, or the
+ * reason there is none.
  */
 export function findEngineBin(): { bin: string } | { reason: string } {
+  const found = engineOnly();
+  if ("reason" in found) return found;
+  const supervisor = found.bin.replace(/[^/]+$/, "s3-csi-supervisor");
+  try {
+    if (Deno.statSync(supervisor).isFile) return found;
+  } catch { /* below */ }
+  return {
+    reason: `no s3-csi-supervisor beside ${found.bin}: rebuild with scripts/build_engine.sh`,
+  };
+}
+
+function engineOnly(): { bin: string } | { reason: string } {
   const fromEnv = Deno.env.get("S3CSI_ENGINE_BIN");
   if (fromEnv) {
     try {

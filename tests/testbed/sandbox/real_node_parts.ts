@@ -58,20 +58,27 @@ export class RealNodeParts {
   }
 
   /**
-   * The `mount-s3` engine for the Mountpoint image (`scripts/build_engine.sh`, cached); undefined:
-   * rclone only. Decides the S3 server: Ceph RGW 16 refuses mount-s3's multipart uploads.
+   * The `mount-s3` engine (with `s3-csi-supervisor` beside it) for the Mountpoint image
+   * (`scripts/build_engine.sh`, cached). Decides the S3 server: Ceph RGW 16 refuses mount-s3's
+   * multipart uploads.
    */
   engine: string | undefined;
 
   /** Find (or build) the engine; resolves false when the step failed. */
   async findEngine(): Promise<boolean> {
-    const e = await this.#r.step(
-      "mount-s3 engine for the Mountpoint image (scripts/build_engine.sh)",
-      () => resolveEngine(`${this.#logDir}/images.log`, this.#signal),
-      (x) => x.bin ? `${x.bin} (the Mountpoint Pods' default engine)` : `none: ${x.reason}; rclone`,
+    const bin = await this.#r.step(
+      "mount-s3 engine and supervisor for the Mountpoint image (scripts/build_engine.sh)",
+      async () => {
+        const x = await resolveEngine(`${this.#logDir}/images.log`, this.#signal);
+        if (!x.bin) {
+          throw new Error(`the Mountpoint image needs mount-s3 and s3-csi-supervisor: ${x.reason}`);
+        }
+        return x.bin;
+      },
+      (x) => `${x} (the Mountpoint Pods' default engine)`,
     );
-    this.engine = e?.bin;
-    return e !== undefined;
+    this.engine = bin;
+    return bin !== undefined;
   }
 
   /** Relay on the node address to the S3 server, build + import images, deploy the driver. */
@@ -89,7 +96,7 @@ export class RealNodeParts {
     if (!relay) return false;
     const images = await r.step(
       "Driver images built and imported into containerd (scripts/build_images_local.ts)",
-      () => buildDriverImages(node, `${this.#logDir}/images.log`, this.engine, this.#signal),
+      () => buildDriverImages(node, `${this.#logDir}/images.log`, this.engine!, this.#signal),
       (out) =>
         out.trim().split("\n").map((l) => l.split(" ")[0]!.replace(/^IMAGE_\w+=/, "")).join(", "),
     );

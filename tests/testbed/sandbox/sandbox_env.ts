@@ -377,14 +377,19 @@ export class SandboxEnv {
 
   /** The volumes' engine for this S3 server (see {@link SandboxEnvOptions.engine}). */
   #chooseEngine(s3: S3Server): void {
-    const wanted = this.#o.engine ?? "auto";
-    if (wanted === "rclone") return;
+    // The Mountpoint image always carries the build's dir: the mounter execs s3-csi-supervisor
+    // from there, whichever engine the volumes use.
     const found = findEngineBin();
-    if (wanted === "mount-s3") {
-      if ("reason" in found) throw new Error(`--engine mount-s3: ${found.reason}`);
-    } else if (s3.kind !== "versitygw" || "reason" in found) return;
-    this.engine = "mount-s3";
-    this.engineBin = (found as { bin: string }).bin;
+    if ("reason" in found) {
+      throw new Error(
+        `the Mountpoint image needs mount-s3 and s3-csi-supervisor (scripts/build_engine.sh): ${found.reason}`,
+      );
+    }
+    this.engineBin = found.bin;
+    const wanted = this.#o.engine ?? "auto";
+    if (wanted === "mount-s3" || (wanted === "auto" && s3.kind === "versitygw")) {
+      this.engine = "mount-s3";
+    }
   }
 
   async #startS3(choice: S3Choice = this.#o.s3): Promise<S3Server | undefined> {
@@ -493,7 +498,7 @@ export class SandboxEnv {
       kubeletRoot: root,
       driverSocket: socket,
       restartBackoff: { initialMs: 2000, maxMs: 20_000 },
-      // The Mountpoint image carries our mount-s3.
+      // The Mountpoint image carries our mount-s3 and the supervisor.
       mountpointImage: this.engineBin ? withEngine(image, this.engineBin) : image,
     });
     const node = { name, root, socket, plugin, kubelet };

@@ -54,9 +54,10 @@ async function run(
 }
 
 /**
- * Our `mount-s3` engine for the Mountpoint image (`scripts/build_engine.sh`: cached outside the
- * repository, built when missing): its path, or undefined with the reason when this machine cannot
- * build it (exit 3: no Rust toolchain, build dependencies missing) — the image then has rclone only.
+ * Our `mount-s3` engine and the supervisor beside it for the Mountpoint image
+ * (`scripts/build_engine.sh`: cached outside the repository, built when missing): its path, or
+ * undefined with the reason when this machine cannot build it (exit 3: no Rust toolchain, build
+ * dependencies missing) — then no Mountpoint image can be built.
  */
 export async function resolveEngine(
   logPath: string,
@@ -87,12 +88,13 @@ export async function resolveEngine(
 
 /**
  * Build the driver images and import them into the node's containerd; the Mountpoint image gets
- * `engineBin` (else rclone only). Resolves with the `IMAGE_<COMPONENT>=<ref> <archive>` lines.
+ * `engineBin` and the supervisor beside it. Resolves with the `IMAGE_<COMPONENT>=<ref> <archive>`
+ * lines.
  */
 export async function buildDriverImages(
   node: Pick<RealNode, "containerdAddress">,
   logPath: string,
-  engineBin: string | undefined,
+  engineBin: string,
   signal?: AbortSignal,
 ): Promise<string> {
   return await run(
@@ -109,7 +111,7 @@ export async function buildDriverImages(
       "--tag",
       DRIVER_VERSION,
       "--engine-bin",
-      engineBin ?? "none",
+      engineBin,
     ],
     {},
     logPath,
