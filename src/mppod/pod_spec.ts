@@ -25,6 +25,7 @@
  */
 import type { Pod, PodVolume } from "../kube/types.ts";
 import type { S3paSpec } from "../api/mountpoint_s3_pod_attachment.ts";
+import { ANNOTATION_MOUNT_PROTOCOLS, formatProtocols, OUR_PROTOCOLS } from "./mount_protocol.ts";
 import {
   ANNOTATION_ATTACHMENT,
   ANNOTATION_VOLUME_ID,
@@ -210,6 +211,8 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         [ANNOTATION_VOLUME_NAME]: target.spec.persistentVolumeName,
         [ANNOTATION_VOLUME_ID]: target.spec.volumeID,
         [ANNOTATION_ATTACHMENT]: target.attachmentName,
+        // The mount protocols this image speaks (the controller deploys its own version's image).
+        [ANNOTATION_MOUNT_PROTOCOLS]: formatProtocols(OUR_PROTOCOLS),
         "cluster-autoscaler.kubernetes.io/daemonset-pod": "true",
       },
     },

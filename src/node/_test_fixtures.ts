@@ -9,11 +9,17 @@ import { FakeKubeClient } from "../kube/fake_client.ts";
 import type { KubeObject } from "../kube/client.ts";
 import { PODS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
-import { hostCommDir, MOUNT_SOCK } from "../mppod/paths.ts";
+import { hostCommDir, MOUNT_ERROR, MOUNT_SOCK } from "../mppod/paths.ts";
+import {
+  ANNOTATION_MOUNT_PROTOCOLS,
+  formatProtocols,
+  OUR_PROTOCOLS,
+} from "../mppod/mount_protocol.ts";
 import { type MountMessage, parseMountMessage } from "../mppod/mount_message.ts";
 import { FakeFiles } from "../sys/fake_files.ts";
 import { FakeSys } from "../sys/fake_sys.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
+import { Custody } from "./custody.ts";
 import { HealthChecker } from "./health.ts";
 import { NO_METRICS, type NodeMetrics } from "./metrics.ts";
 import { MountpointPods } from "./mountpoint_pods.ts";
@@ -34,6 +40,7 @@ export interface World extends AsyncDisposable {
   pods: MountpointPods;
   locks: KeyedMutex;
   health: HealthChecker;
+  custody: Custody;
   publisher: Publisher;
   /** An Unmounter on this world (its sys, files, pods, locks and health; fast polling). */
   unmounter(more?: Partial<UnmounterOptions>): Unmounter;
@@ -41,7 +48,17 @@ export interface World extends AsyncDisposable {
   service(metrics?: NodeMetrics): NodeService;
   /** Messages the fake mounters received, by pod name. */
   received: Map<string, MountMessage[]>;
-  addMountpointPod(name: string, phase?: string): Promise<string>;
+  /**
+   * A Mountpoint Pod with a fake mounter on its comm dir. `sessions`: its image speaks mount
+   * protocol 2 (annotated as the controller does) and its mounter behaves as the real one after a
+   * hand-over: the socket goes (it became the supervisor) until {@link World.restartMounter}.
+   */
+  addMountpointPod(name: string, phase?: string, options?: { sessions?: boolean }): Promise<string>;
+  /**
+   * The Mountpoint container of `name` restarted: a new mounter listens again; with `refuse`, it
+   * refuses what it gets (writes that `mount.error`).
+   */
+  restartMounter(name: string, options?: { refuse?: string }): void;
   assign(pv: string, mpPod: string, workloads: string[]): Promise<void>;
   target(uid: string, pv: string): string;
   /**
@@ -68,9 +85,20 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
   const running = pods.run(stop.signal);
   await pods.waitForSync(1000);
   const received = new Map<string, MountMessage[]>();
+  const comms = new Map<string, string>();
+  const refusing = new Map<string, string>();
   const serving: Promise<void>[] = [];
   // What the Publisher and the Unmounter share, as run_node.ts wires them.
-  const shared = { sys, files, pods, locks, health, kubeletRoot: ROOT };
+  const custody = new Custody({
+    sys,
+    files,
+    kubeletRoot: ROOT,
+    locks,
+    pollMs: 5,
+    answerMs: 300,
+    refusalPauseMs: 20,
+  });
+  const shared = { sys, files, pods, locks, health, custody, kubeletRoot: ROOT };
   const publisher = new Publisher({
     ...shared,
     env: (n) => DRIVER_ENV[n],
@@ -87,6 +115,7 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
     pods,
     locks,
     health,
+    custody,
     publisher,
     unmounter: (more = {}) =>
       new Unmounter({
@@ -107,11 +136,17 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
         metrics,
       }),
     received,
-    async addMountpointPod(name, phase = "Running") {
+    async addMountpointPod(name, phase = "Running", options = {}) {
       const pod = await kube.create<KubeObject>(PODS, {
         apiVersion: "v1",
         kind: "Pod",
-        metadata: { name, namespace: "mount-s3" },
+        metadata: {
+          name,
+          namespace: "mount-s3",
+          ...(options.sessions
+            ? { annotations: { [ANNOTATION_MOUNT_PROTOCOLS]: formatProtocols(OUR_PROTOCOLS) } }
+            : {}),
+        },
         spec: { nodeName: NODE, securityContext: { runAsUser: 1000, fsGroup: 1000 } },
         status: { phase },
       });
@@ -130,9 +165,22 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
           const list = received.get(name) ?? [];
           list.push(parseMountMessage(msg.bytes));
           received.set(name, list);
+          const refuse = refusing.get(name);
+          if (refuse !== undefined) {
+            await files.writeFile(`${comm}/${MOUNT_ERROR}`, refuse);
+          } else if (options.sessions) {
+            await files.remove(`${comm}/${MOUNT_SOCK}`);
+          }
         }
       })());
+      comms.set(name, comm);
       return uid;
+    },
+    restartMounter(name, options = {}) {
+      const comm = comms.get(name)!;
+      files.plant(`${comm}/${MOUNT_SOCK}`, { kind: "socket" });
+      if (options.refuse === undefined) refusing.delete(name);
+      else refusing.set(name, options.refuse);
     },
     async assign(pv, mpPod, workloads) {
       await kube.create(S3PAS, {

@@ -24,16 +24,21 @@ import {
   unavailable,
 } from "../csi/errors.ts";
 import { Code } from "../csi/errors.ts";
-import { encodeMountMessage, type MountMessage } from "../mppod/mount_message.ts";
+import {
+  encodeMountMessage,
+  type MountMessage,
+  type MountSession,
+} from "../mppod/mount_message.ts";
+import { negotiate, podProtocols, ProtocolSkewError } from "../mppod/mount_protocol.ts";
 import { MOUNT_ERROR, MOUNT_SOCK, sourceMountDir, sourceMountRoot } from "../mppod/paths.ts";
 import { CACHE_ATTRIBUTES, CACHE_VOLUME_NAME } from "../mppod/cache_volume.ts";
 import type { BucketProbe } from "../s3/bucket_probe.ts";
 import { isErrno } from "../sys/errno.ts";
 import { type DirHandle, type Files, UnsafeEntryError } from "../sys/files.ts";
 import { findMount, type MountInfo } from "../sys/mountinfo.ts";
-import type { Sys, SysConn } from "../sys/sys.ts";
+import type { Sys } from "../sys/sys.ts";
 import { sleep } from "../util/sleep.ts";
-import { errorMessage, TimeoutError } from "../util/errors.ts";
+import { errorMessage } from "../util/errors.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
@@ -45,6 +50,8 @@ import {
   type S3Credentials,
   writeCredentials,
 } from "./credentials.ts";
+import type { Custody } from "./custody.ts";
+import { handOver } from "./hand_over.ts";
 import type { HealthChecker } from "./health.ts";
 import { renderArgs } from "./mount_options.ts";
 import { type MountpointPod, type MountpointPods, podUser } from "./mountpoint_pods.ts";
@@ -86,6 +93,8 @@ export interface PublisherOptions {
   /** Per-Mountpoint-Pod locks, shared with the unmounter. */
   readonly locks: KeyedMutex;
   readonly health: HealthChecker;
+  /** Where the FUSE fds of resumable sources are kept (shared with the unmounter). */
+  readonly custody: Custody;
   /** Bucket check before a new source mount; skipped when undefined. */
   readonly probe?: BucketProbe | undefined;
   /** Kubelet root dir. */
@@ -224,6 +233,7 @@ export class Publisher {
       // 5.
       if (srcMount && !(await this.#healthy(source, srcMount, signal))) {
         log.warn("Source mount {source} does not answer; mounting it again", { source });
+        this.#o.custody.release(mpName);
         await sys.unmount(source, { detach: true });
         srcMount = undefined;
       }
@@ -382,7 +392,8 @@ export class Publisher {
         }
         throw err;
       }
-      const message = this.#message(p, creds);
+      const session = this.#session(pod, p, who);
+      const message = this.#message(p, creds, session);
       // c.
       await files.mkdir(sourceMountRoot(this.#o.kubeletRoot), {
         recursive: true,
@@ -396,12 +407,25 @@ export class Publisher {
       signal.throwIfAborted();
       const probed = performance.now();
       const fd = sys.openFuse();
+      let kept = false;
       try {
         await sys.mountFuse(source, { fd, readOnly: p.readOnlyVolume, allowOther: true });
         mounted = true;
         await this.#handOver(comm, who, encodeMountMessage(message), fd, signal);
+        const m = message.session && findMount(await sys.readMountInfo(), source);
+        if (m) {
+          // The connection must not depend on the Mountpoint container alone.
+          this.#o.custody.hold(mpName, {
+            fd,
+            podUid: uid,
+            source,
+            majorMinor: m.majorMinor,
+            message,
+          });
+          kept = true;
+        }
       } finally {
-        sys.closeFd(fd);
+        if (!kept) sys.closeFd(fd);
       }
       const sent = performance.now();
       // e.
@@ -431,7 +455,10 @@ export class Publisher {
         },
       );
     } catch (err) {
-      if (mounted) await sys.unmount(source, { detach: true }).catch(() => {});
+      if (mounted) {
+        this.#o.custody.release(mpName);
+        await sys.unmount(source, { detach: true }).catch(() => {});
+      }
       // Nothing is mounted from this pod: its credentials go too.
       await removeCredentials(comm).catch((e) =>
         log.warn("Could not remove the credentials of {pod}: {error}", {
@@ -451,11 +478,8 @@ export class Publisher {
     fd: number,
     signal: AbortSignal,
   ): Promise<void> {
-    const { sys } = this.#o;
-    let conn: SysConn | undefined;
     try {
-      conn = await this.#connect(comm, signal);
-      await sys.sendWithFd(conn, bytes, fd, { timeoutMs: 10_000, signal });
+      await handOver(this.#o.sys, comm, bytes, fd, { connectMs: this.#t.connectMs, signal });
     } catch (err) {
       if (signal.aborted) throw err;
       if (err instanceof UnsafeEntryError) {
@@ -470,40 +494,6 @@ export class Publisher {
         }. The pod may have exited: see kubectl logs -n ${who.replace("/", " ")}`,
         { cause: err },
       );
-    } finally {
-      conn?.close();
-    }
-  }
-
-  /**
-   * Connect to `mount.sock` through a descriptor of the socket file itself, retrying while it is
-   * missing or refuses (the mounter is starting, or restarting with a new socket).
-   */
-  async #connect(comm: DirHandle, signal: AbortSignal): Promise<SysConn> {
-    const deadline = performance.now() + this.#t.connectMs;
-    let last: unknown;
-    for (;;) {
-      signal.throwIfAborted();
-      const left = deadline - performance.now();
-      if (left <= 0) {
-        throw last ?? new TimeoutError(`${comm.path}/${MOUNT_SOCK}`, this.#t.connectMs);
-      }
-      const via = await comm.socketPath(MOUNT_SOCK);
-      if (via) {
-        try {
-          return await this.#o.sys.connectUnix(via.path, {
-            timeoutMs: Math.min(left, 1000),
-            signal,
-          });
-        } catch (err) {
-          if (signal.aborted) throw err;
-          last = err;
-        } finally {
-          via[Symbol.dispose]();
-        }
-      } else {
-        await sleep(Math.min(left, 50), signal);
-      }
     }
   }
 
@@ -551,7 +541,28 @@ export class Publisher {
     }
   }
 
-  #message(p: PublishParams, creds: S3Credentials): MountMessage {
+  /**
+   * The session of a new source mount: protocol 2 and mount-s3 (the engine that can resume one),
+   * with a new id; undefined with protocol 1 (a pod whose image predates sessions) or rclone.
+   * @throws {CsiError} FailedPrecondition when the pod and this node plugin share no protocol
+   */
+  #session(pod: MountpointPod, p: PublishParams, who: string): MountSession | undefined {
+    let version: number;
+    try {
+      version = negotiate(podProtocols(pod.metadata?.annotations));
+    } catch (err) {
+      if (err instanceof ProtocolSkewError) {
+        throw failedPrecondition(`Mountpoint Pod ${who} cannot be used: ${err.message}`);
+      }
+      throw err;
+    }
+    if (version < 2 || p.engine !== "mount-s3") return undefined;
+    const id = Array.from(crypto.getRandomValues(new Uint8Array(16)))
+      .map((b) => b.toString(16).padStart(2, "0")).join("");
+    return { id, resume: false };
+  }
+
+  #message(p: PublishParams, creds: S3Credentials, session?: MountSession): MountMessage {
     const options = new Map(p.options);
     const attempts = options.get("aws-max-attempts");
     options.delete("aws-max-attempts");
@@ -572,11 +583,13 @@ export class Publisher {
       ...proxy,
     ].sort();
     return {
+      ...(session ? { protocolVersion: 2 } : {}),
       bucketName: p.bucket,
       args: renderArgs(options),
       env,
       volumeId: p.volumeId,
       engine: p.engine,
+      ...(session ? { session } : {}),
     };
   }
 

@@ -10,6 +10,7 @@ import { hostCommDir, sourceMountDir, sourceMountRoot } from "../mppod/paths.ts"
 import { findMount } from "../sys/mountinfo.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { shortMessage } from "./comm_dir.ts";
+import { Custody } from "./custody.ts";
 import { HealthChecker } from "./health.ts";
 import { MountpointPods } from "./mountpoint_pods.ts";
 import { validatePublish } from "./publish_request.ts";
@@ -121,11 +122,13 @@ Deno.test("Publisher: without the API caches, mounted targets still answer and n
     nodeName: "node-1",
     namespace: "mount-s3",
   });
+  const locks = new KeyedMutex();
   const cold = new Publisher({
     sys: w.sys,
     files: w.files,
     pods,
-    locks: new KeyedMutex(),
+    locks,
+    custody: new Custody({ sys: w.sys, files: w.files, kubeletRoot: ROOT, locks }),
     health: new HealthChecker(w.files),
     kubeletRoot: ROOT,
     env: () => "AKIATEST",

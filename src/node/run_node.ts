@@ -28,6 +28,7 @@ import { errorMessage } from "../util/errors.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
+import { Custody } from "./custody.ts";
 import { HealthChecker } from "./health.ts";
 import { MountpointPods } from "./mountpoint_pods.ts";
 import type { NODE_OPTIONS } from "../options/node_options.ts";
@@ -64,7 +65,8 @@ export async function runNode(
   });
   const watching = pods.run(stop.signal);
   const health = new HealthChecker(files, { timeoutMs: 3000 });
-  const unmounter = new Unmounter({ sys, files, pods, locks, health, kubeletRoot });
+  const custody = new Custody({ sys, files, kubeletRoot, locks });
+  const unmounter = new Unmounter({ sys, files, pods, locks, health, custody, kubeletRoot });
   const metrics = new PromNodeMetrics({ sys, health, kubeletRoot });
   const caBundlePem = await readCaBundle(config["s3-ca-bundle"]);
   const probe = config["bucket-check"] ? new AwsBucketProbe({ caBundlePem }) : undefined;
@@ -75,6 +77,7 @@ export async function runNode(
     pods,
     locks,
     health,
+    custody,
     probe,
     kubeletRoot,
     env: (n) => Deno.env.get(n),
@@ -105,6 +108,7 @@ export async function runNode(
     },
   });
   let background: Promise<void> | undefined;
+  const keeping = custody.run(stop.signal);
   try {
     await server.start();
     if (config["metrics-port"] > 0) {
@@ -135,6 +139,8 @@ export async function runNode(
     signal.removeEventListener("abort", onAbort);
     await server.stop(config["shutdown-grace"]).catch(() => {});
     await background;
+    await keeping.catch(() => {});
+    custody.releaseAll();
     await watching.catch(() => {});
   }
   return 0;

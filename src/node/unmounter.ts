@@ -27,6 +27,7 @@ import type { KeyedMutex } from "../util/keyed_mutex.ts";
 import { logger } from "../util/log.ts";
 import { openCommDir, requestExit } from "./comm_dir.ts";
 import { removeCredentials } from "./credentials.ts";
+import type { Custody } from "./custody.ts";
 import type { HealthChecker } from "./health.ts";
 import type { MountpointPod, MountpointPods } from "./mountpoint_pods.ts";
 import { sleep } from "../util/sleep.ts";
@@ -40,6 +41,8 @@ export interface UnmounterOptions {
   readonly pods: MountpointPods;
   readonly locks: KeyedMutex;
   readonly health: HealthChecker;
+  /** The FUSE fds of resumable sources: released when their source is unmounted. */
+  readonly custody: Custody;
   readonly kubeletRoot: string;
   /** How long to wait for bind mounts of a source to go. @default 30000 */
   readonly inUseWaitMs?: number;
@@ -141,6 +144,7 @@ export class Unmounter {
           log.info("Source {source} of {pod} is still in use; will retry", { source, pod: name });
           return "in-use";
         }
+        this.#o.custody.release(name);
         await sys.unmount(source).catch(async (err) => {
           log.warn("Unmount of {source} failed ({error}); detaching", {
             source,
@@ -169,6 +173,7 @@ export class Unmounter {
       const source = sourceMountDir(kubeletRoot, name);
       const src = findMount(await sys.readMountInfo(), source);
       const mounted = src !== undefined;
+      this.#o.custody.release(name);
       if (src) {
         await sys.unmount(source, { detach: true });
         await this.#detachCopies(source, src.majorMinor);
@@ -275,6 +280,7 @@ export class Unmounter {
         source,
         problem: health.problem,
       });
+      this.#o.custody.release(name);
       await sys.unmount(source, { detach: true });
       return true;
     });

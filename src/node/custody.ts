@@ -1,0 +1,232 @@
+/**
+ * The node plugin's custody of FUSE connections: the fd it opened for a source mount stays open
+ * here for as long as the source is mounted, so the connection survives a Mountpoint container
+ * that dies as a whole (an OOM kill of the container, a restart). Inside the container the
+ * supervisor holds the same file and restarts a dead engine itself; this covers the rest.
+ *
+ * A restarted Mountpoint container starts a new mounter, which listens on `mount.sock` again while
+ * the supervisor it replaced never does. So a held source whose comm dir has a `mount.sock` has a
+ * mounter waiting: it gets the same fd again with the same message, marked `resume`, and its
+ * engine resumes the session (same inode numbers, the requests left unanswered sent again). A
+ * mounter that refuses (its `mount.error`) is retried with a pause, a few times; then the
+ * connection is aborted on purpose (workloads get an error instead of a hang) and released.
+ *
+ * Only what this process knows is trusted: the pod's answer is read bounded through the comm dir's
+ * {@link DirHandle}, the socket is reached without following links, and a held fd is sent only to
+ * the pod it was made for (same UID), while its source is still the same connection.
+ *
+ * @module
+ */
+import { encodeMountMessage, type MountMessage } from "../mppod/mount_message.ts";
+import { MOUNT_ERROR, MOUNT_SOCK } from "../mppod/paths.ts";
+import type { DirHandle, Files } from "../sys/files.ts";
+import { findMount } from "../sys/mountinfo.ts";
+import type { Sys } from "../sys/sys.ts";
+import { errorMessage } from "../util/errors.ts";
+import type { KeyedMutex } from "../util/keyed_mutex.ts";
+import { logger } from "../util/log.ts";
+import { sleep } from "../util/sleep.ts";
+import { openCommDir, readMountError, shortMessage } from "./comm_dir.ts";
+import { handOver } from "./hand_over.ts";
+
+const log = logger("node", "custody");
+
+/** A source mount whose FUSE fd this process holds. */
+export interface Held {
+  /** The fd (open on the connection). */
+  readonly fd: number;
+  /** The Mountpoint Pod's UID (its comm dir). */
+  readonly podUid: string;
+  /** The source mount's path and its `st_dev` when it was made. */
+  readonly source: string;
+  readonly majorMinor: string;
+  /** The message of the first start (protocol 2, with the session). */
+  readonly message: MountMessage;
+}
+
+/** Options of {@link Custody}. */
+export interface CustodyOptions {
+  readonly sys: Sys;
+  readonly files: Files;
+  readonly kubeletRoot: string;
+  /** Per-Mountpoint-Pod locks, shared with the publisher and the unmounter. */
+  readonly locks: KeyedMutex;
+  /** How often the held sources are looked at. @default 200 */
+  readonly pollMs?: number;
+  /** How long a mounter has to take the fd (its socket gone) or refuse it. @default 5000 */
+  readonly answerMs?: number;
+  /** Refused hand-overs before the connection is given up. @default 3 */
+  readonly maxRefusals?: number;
+  /** Pause after the n-th refusal: n times this. @default 2000 */
+  readonly refusalPauseMs?: number;
+}
+
+/** What {@link Custody.check} did. */
+export type CustodyOutcome = "idle" | "resent" | "refused" | "released" | "aborted";
+
+interface Entry extends Held {
+  refusals: number;
+  /** No retry before this time (after a refusal). */
+  notBefore: number;
+}
+
+/** The FUSE fds the node plugin holds, by Mountpoint Pod name. */
+export class Custody {
+  readonly #o: CustodyOptions;
+  readonly #held = new Map<string, Entry>();
+
+  /** Create an empty custody. */
+  constructor(options: CustodyOptions) {
+    this.#o = options;
+  }
+
+  /** Sources held. */
+  get size(): number {
+    return this.#held.size;
+  }
+
+  /** Whether the source of `mp` is held. */
+  has(mp: string): boolean {
+    return this.#held.has(mp);
+  }
+
+  /** Hold `held.fd` for `mp` (replacing, and closing, what was held for it). */
+  hold(mp: string, held: Held): void {
+    this.release(mp);
+    this.#held.set(mp, { ...held, refusals: 0, notBefore: 0 });
+  }
+
+  /** Close the fd held for `mp`, if any (its source is unmounted, or given up). */
+  release(mp: string): void {
+    const e = this.#held.get(mp);
+    if (!e) return;
+    this.#held.delete(mp);
+    try {
+      this.#o.sys.closeFd(e.fd);
+    } catch (err) {
+      log.warn("Could not close the FUSE fd of {pod}: {error}", {
+        pod: mp,
+        error: errorMessage(err),
+      });
+    }
+  }
+
+  /** Close every held fd (the process stops). */
+  releaseAll(): void {
+    for (const mp of [...this.#held.keys()]) this.release(mp);
+  }
+
+  /**
+   * Look after the source of `mp` once, under its lock: released when its connection is gone,
+   * handed to a waiting mounter again, or left alone.
+   */
+  check(mp: string, signal: AbortSignal): Promise<CustodyOutcome> {
+    return this.#o.locks.run(mp, () => this.#checkLocked(mp, signal), signal);
+  }
+
+  /** Check every held source every `pollMs` until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      for (const mp of [...this.#held.keys()]) {
+        await this.check(mp, signal).catch((err) => {
+          if (!signal.aborted) {
+            log.warn("Custody check of {pod} failed: {error}", {
+              pod: mp,
+              error: errorMessage(err),
+            });
+          }
+        });
+      }
+      await sleep(this.#o.pollMs ?? 200, signal).catch(() => {});
+    }
+  }
+
+  async #checkLocked(mp: string, signal: AbortSignal): Promise<CustodyOutcome> {
+    const { sys, files, kubeletRoot } = this.#o;
+    const e = this.#held.get(mp);
+    if (!e) return "released";
+    const src = findMount(await sys.readMountInfo(), e.source);
+    if (src?.majorMinor !== e.majorMinor) {
+      // Unmounted (or mounted again on another connection) without us: nothing to keep.
+      this.release(mp);
+      return "released";
+    }
+    using comm = await openCommDir(files, kubeletRoot, e.podUid).catch(() => undefined);
+    if (!comm) {
+      this.release(mp);
+      return "released";
+    }
+    using via = await comm.socketPath(MOUNT_SOCK).catch(() => undefined);
+    if (!via || performance.now() < e.notBefore) return "idle";
+    // A new mounter waits: the Mountpoint container was restarted.
+    await comm.remove(MOUNT_ERROR).catch(() => false);
+    const message: MountMessage = {
+      ...e.message,
+      session: { id: e.message.session!.id, resume: true },
+    };
+    let refused: string | undefined;
+    try {
+      await handOver(sys, comm, encodeMountMessage(message), e.fd, {
+        connectMs: 1000,
+        signal,
+      });
+      refused = await this.#answer(comm, signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      refused = errorMessage(err);
+    }
+    if (refused === undefined) {
+      e.refusals = 0;
+      log.info(
+        "The Mountpoint container of {pod} was restarted: its FUSE connection was handed over again, and its engine resumes the session",
+        { pod: mp, source: e.source, session: e.message.session!.id },
+      );
+      return "resent";
+    }
+    e.refusals++;
+    const max = this.#o.maxRefusals ?? 3;
+    log.warn(
+      "The restarted mounter of {pod} did not take its FUSE connection back ({n}/{max}): {report}",
+      {
+        pod: mp,
+        n: e.refusals,
+        max,
+        report: shortMessage(refused),
+      },
+    );
+    if (e.refusals < max) {
+      e.notBefore = performance.now() + (this.#o.refusalPauseMs ?? 2000) * e.refusals;
+      return "refused";
+    }
+    // Give up on purpose: workloads get an error instead of waiting on a connection nobody serves.
+    const minor = Number(e.majorMinor.split(":")[1]);
+    await sys.abortFuseConnection(minor).catch((err) =>
+      log.warn("Could not abort the FUSE connection of {pod}: {error}", {
+        pod: mp,
+        error: errorMessage(err),
+      })
+    );
+    this.release(mp);
+    log.error(
+      "Gave up the FUSE connection of {pod} after {max} refused hand-overs: its workloads get errors until the volume is mounted again",
+      { pod: mp, max },
+    );
+    return "aborted";
+  }
+
+  /**
+   * The mounter's answer to a hand-over: undefined when it took the fd (it replaced itself with
+   * the supervisor: its socket is gone), else its report (or a timeout).
+   */
+  async #answer(comm: DirHandle, signal: AbortSignal): Promise<string | undefined> {
+    const deadline = performance.now() + (this.#o.answerMs ?? 5000);
+    while (performance.now() < deadline) {
+      const report = await readMountError(comm);
+      if (report) return report;
+      using via = await comm.socketPath(MOUNT_SOCK).catch(() => undefined);
+      if (!via) return undefined;
+      await sleep(25, signal);
+    }
+    return `no answer within ${this.#o.answerMs ?? 5000} ms`;
+  }
+}

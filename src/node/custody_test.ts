@@ -1,0 +1,140 @@
+import assert from "node:assert/strict";
+import { CsiError } from "../csi/errors.ts";
+import { PODS } from "../kube/resources.ts";
+import { ANNOTATION_MOUNT_PROTOCOLS } from "../mppod/mount_protocol.ts";
+import { sourceMountDir } from "../mppod/paths.ts";
+import { findMount } from "../sys/mountinfo.ts";
+import { validatePublish } from "./publish_request.ts";
+import { ROOT, world } from "./_test_fixtures.ts";
+
+const req = (target: string, engine?: string) => ({
+  volumeId: "vol-pv-1",
+  targetPath: target,
+  volumeCapability: {
+    mount: { mountFlags: ["allow-delete"] },
+    accessMode: { mode: "MULTI_NODE_MULTI_WRITER" as const },
+  },
+  volumeContext: { bucketName: "bucket-1", ...(engine ? { engine } : {}) },
+});
+
+async function sessionWorld() {
+  const w = await world();
+  await w.addMountpointPod("mp-1", "Running", { sessions: true });
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  return w;
+}
+
+const NEVER = new AbortController().signal;
+
+/** The messages the fake mounter of `mp` received, once it received `n`. */
+async function received(w: Awaited<ReturnType<typeof world>>, mp: string, n = 1) {
+  for (let i = 0; i < 500 && (w.received.get(mp)?.length ?? 0) < n; i++) {
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return w.received.get(mp) ?? [];
+}
+
+Deno.test("Custody: a protocol-2 pod's mount-s3 source is held, with a session", async () => {
+  await using w = await sessionWorld();
+  const t = w.target("uid-a", "pv-1");
+  await w.publisher.publish(validatePublish(req(t), ROOT), {});
+  const fd = (w.sys.callsOf("mountFuse")[0]!.args[1] as { fd: number }).fd;
+  assert.ok(w.custody.has("mp-1"));
+  assert.ok(w.sys.fds.has(fd), "the node plugin keeps the fd it opened");
+  assert.ok(!w.sys.callsOf("closeFd").some((c) => c.args[0] === fd));
+  const msg = (await received(w, "mp-1"))[0]!;
+  assert.equal(msg.protocolVersion, 2);
+  assert.match(msg.session!.id, /^[0-9a-f]{32}$/);
+  assert.equal(msg.session!.resume, false);
+  assert.equal(
+    await w.custody.check("mp-1", NEVER),
+    "idle",
+    "no mounter waits: the supervisor runs",
+  );
+});
+
+Deno.test("Custody: a restarted Mountpoint container gets the same connection back, resumed", async () => {
+  await using w = await sessionWorld();
+  await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+  const first = (await received(w, "mp-1"))[0]!;
+  w.restartMounter("mp-1");
+  assert.equal(await w.custody.check("mp-1", NEVER), "resent");
+  const again = (await received(w, "mp-1", 2))[1]!;
+  assert.deepEqual(again, { ...first, session: { id: first.session!.id, resume: true } });
+  assert.equal(await w.custody.check("mp-1", NEVER), "idle");
+  assert.equal(w.sys.callsOf("mountFuse").length, 1, "the kernel mount is never made again");
+});
+
+Deno.test("Custody: a mounter that keeps refusing gets the connection aborted, then released", async () => {
+  await using w = await sessionWorld();
+  await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+  const source = findMount(w.sys.mounts, sourceMountDir(ROOT, "mp-1"))!;
+  w.restartMounter("mp-1", { refuse: "Mount message protocol 2 is not supported" });
+  const outcomes = [];
+  for (let i = 0; i < 3; i++) {
+    // After a refusal the custody pauses (20 ms × refusals in the fixture) before trying again.
+    outcomes.push(await w.custody.check("mp-1", NEVER));
+    await new Promise((r) => setTimeout(r, 20 * (i + 1) + 10));
+  }
+  assert.deepEqual(outcomes, ["refused", "refused", "aborted"]);
+  assert.deepEqual(w.sys.abortedConnections, [source.minor]);
+  assert.ok(!w.custody.has("mp-1"));
+});
+
+Deno.test("Custody: released when its source goes (unmounter) or is another connection", async () => {
+  await using w = await sessionWorld();
+  await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+  const fd = (w.sys.callsOf("mountFuse")[0]!.args[1] as { fd: number }).fd;
+  // The source unmounted behind our back (another connection would have another st_dev).
+  await w.sys.unmount(sourceMountDir(ROOT, "mp-1"), { detach: true });
+  assert.equal(await w.custody.check("mp-1", NEVER), "released");
+  assert.ok(!w.sys.fds.has(fd), "its fd is closed");
+});
+
+Deno.test("Custody: rclone and protocol-1 pods keep the old hand-over (no session, fd closed)", async (t) => {
+  await t.step("rclone", async () => {
+    await using w = await sessionWorld();
+    await w.publisher.publish(
+      validatePublish(
+        {
+          ...req(w.target("uid-a", "pv-1"), "rclone"),
+          volumeCapability: {
+            mount: { mountFlags: ["allow-delete", "allow-overwrite"] },
+            accessMode: { mode: "MULTI_NODE_MULTI_WRITER" as const },
+          },
+        },
+        ROOT,
+      ),
+      {},
+    );
+    assert.ok(!w.custody.has("mp-1"));
+    assert.equal((await received(w, "mp-1"))[0]!.session, undefined);
+  });
+  await t.step("protocol 1", async () => {
+    await using w = await world();
+    const t1 = await w.attachOne();
+    await w.publisher.publish(validatePublish(req(t1), ROOT), {});
+    assert.ok(!w.custody.has("mp-1"));
+    assert.equal((await received(w, "mp-1"))[0]!.protocolVersion, undefined);
+  });
+});
+
+Deno.test("Publisher: a pod speaking no common protocol is refused, naming both ranges", async () => {
+  await using w = await world();
+  await w.addMountpointPod("mp-1");
+  const pod = w.pods.pod("mp-1")!;
+  await w.kube.patch(PODS, "mp-1", pod.metadata!.namespace!, {
+    metadata: { annotations: { [ANNOTATION_MOUNT_PROTOCOLS]: "5-6" } },
+  }, { type: "merge" });
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  for (let i = 0; i < 100 && !w.pods.pod("mp-1")?.metadata?.annotations; i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  await assert.rejects(
+    w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {}),
+    (e: unknown) =>
+      e instanceof CsiError &&
+      /speaks mount protocols 5-6 and this node plugin 1-2/.test(e.message),
+  );
+  assert.equal(w.sys.callsOf("mountFuse").length, 0, "nothing mounted");
+});
