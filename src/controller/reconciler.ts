@@ -30,6 +30,7 @@ import { PODS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
 import {
+  ANNOTATION_BROKEN,
   ANNOTATION_NEEDS_UNMOUNT,
   COMPONENT_MOUNTPOINT_POD,
   LABEL_COMPONENT,
@@ -392,9 +393,13 @@ export class Reconciler {
       }
       return;
     }
-    if ((phase === "Succeeded" || phase === "Failed") && !mp.metadata.deletionTimestamp) {
+    const broken = mp.metadata.annotations?.[ANNOTATION_BROKEN];
+    if (
+      (phase === "Succeeded" || phase === "Failed" || broken) && !mp.metadata.deletionTimestamp
+    ) {
+      if (broken) await this.#reportBroken(mp, broken);
       this.#log.info("Deleting {phase} Mountpoint Pod {mountpointPod}", {
-        phase,
+        phase: broken ? "broken" : phase,
         mountpointPod: name,
       });
       const gone = await this.#o.client.delete(PODS, name, this.#ns, {
@@ -405,6 +410,26 @@ export class Reconciler {
         throw err;
       });
       if (gone) this.#pods.deleted(`${this.#ns}/${name}`);
+    }
+  }
+
+  /**
+   * A Mountpoint Pod the node plugin gave up on: say why on each workload it serves (they keep
+   * their mount as it is; a new pod serves their next publish and new workloads).
+   */
+  async #reportBroken(mp: Pod, reason: string): Promise<void> {
+    const name = mp.metadata.name!;
+    for (const s3pa of this.#o.caches.s3pas.byIndex(INDEX.s3paMountpointPod, name)) {
+      for (const w of s3pa.spec.mountpointS3PodAttachments[name] ?? []) {
+        const pod = this.#o.caches.pods.byIndex(INDEX.podUID, w.workloadPodUID)[0];
+        if (!pod || !isActiveWorkload(pod)) continue;
+        await this.#o.recorder.record(
+          pod,
+          "Warning",
+          "MountpointPodBroken",
+          `Mountpoint Pod ${this.#ns}/${name} of volume ${s3pa.spec.persistentVolumeName} was given up and is replaced: ${reason}`,
+        );
+      }
     }
   }
 

@@ -12,6 +12,7 @@ import { EVENTS, PODS, PVCS, PVS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
 import {
+  ANNOTATION_BROKEN,
   ANNOTATION_NEEDS_UNMOUNT,
   LABEL_COMPONENT,
   LABEL_DRIVER_VERSION,
@@ -281,6 +282,31 @@ Deno.test("Reconciler: a Mountpoint Pod deleted by hand while workloads remain i
   const [again] = mpPods(h);
   assert.equal(again?.metadata.name, name, "same deterministic name");
   assert.notEqual(again?.metadata.uid, uid, "a new pod");
+});
+
+Deno.test("Reconciler: a Mountpoint Pod marked broken is reported on its workloads and replaced", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  const w = workload("a", "pv-1");
+  w.status = { phase: "Running" };
+  await h.client.create(PODS, w);
+  await h.reconcileAll();
+  const [mp] = mpPods(h);
+  await h.client.patch(PODS, mp!.metadata.name!, "mount-s3", {
+    metadata: { annotations: { [ANNOTATION_BROKEN]: "its engine failed 6 times within 60 s" } },
+  });
+  await h.reconcileAll();
+  await h.reconciler.reconcile(`mount-s3/${mp!.metadata.name!}`);
+  await h.settle();
+  const events = h.recorder.events.filter((e) => e.reason === "MountpointPodBroken");
+  assert.equal(events.length, 1);
+  assert.equal(events[0]!.object, "default/a");
+  assert.match(events[0]!.message, /was given up and is replaced: its engine failed 6 times/);
+  const [again] = mpPods(h);
+  assert.equal(again?.metadata.name, mp!.metadata.name, "replaced under the same name");
+  assert.notEqual(again?.metadata.uid, mp!.metadata.uid);
+  assert.equal(again?.metadata.annotations?.[ANNOTATION_BROKEN], undefined);
 });
 
 Deno.test("Reconciler: a running-but-terminating workload keeps its attachment; a pending one loses it", async () => {

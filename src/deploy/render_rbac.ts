@@ -61,9 +61,10 @@ export const NODE_PERMISSIONS: readonly Permission[] = [
   {
     group: "",
     resource: "pods",
-    verbs: ["list", "watch"],
+    verbs: ["list", "watch", "patch"],
     scope: "mountpoint-namespace",
-    why: "informer of the Mountpoint Pods on this node",
+    why:
+      "informer of the Mountpoint Pods on this node; patch: mark one it gave up on broken (annotation), for the controller to tell its workloads and replace it",
   },
   {
     group: "",

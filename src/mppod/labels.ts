@@ -34,6 +34,13 @@ export const ANNOTATION_VOLUME_NAME = `${DRIVER_NAME}/volume-name`;
 /** Annotation with the PV's volume handle on a Mountpoint Pod. Writer: controller. Reader: node plugin (credential clean-up). */
 export const ANNOTATION_VOLUME_ID = `${DRIVER_NAME}/volume-id`;
 
+/**
+ * Annotation on a Mountpoint Pod the node plugin gave up on, saying why (one line, at most 1 KiB):
+ * its engine keeps dying, or its mount kept needing repair. Writer: node plugin. Reader: controller,
+ * which records the reason as an Event on each workload of the pod and replaces the pod.
+ */
+export const ANNOTATION_BROKEN = `${DRIVER_NAME}/broken`;
+
 /** Annotation naming the S3PA a Mountpoint Pod belongs to. Writer: controller. Reader: controller, operators. */
 export const ANNOTATION_ATTACHMENT = `${DRIVER_NAME}/attachment`;
 

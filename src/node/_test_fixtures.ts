@@ -94,9 +94,11 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
     files,
     kubeletRoot: ROOT,
     locks,
+    pods,
     pollMs: 5,
     answerMs: 300,
     refusalPauseMs: 20,
+    givenUpPollMs: 0,
   });
   const shared = { sys, files, pods, locks, health, custody, kubeletRoot: ROOT };
   const publisher = new Publisher({

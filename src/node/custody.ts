@@ -11,6 +11,9 @@
  * mounter that refuses (its `mount.error`) is retried with a pause, a few times; then the
  * connection is aborted on purpose (workloads get an error instead of a hang) and released.
  *
+ * A supervisor that gave its engine up (it kept dying) writes `mount.error` and answers EIO: the
+ * pod is then marked broken, so the controller tells its workloads why and replaces it.
+ *
  * Only what this process knows is trusted: the pod's answer is read bounded through the comm dir's
  * {@link DirHandle}, the socket is reached without following links, and a held fd is sent only to
  * the pod it was made for (same UID), while its source is still the same connection.
@@ -28,6 +31,7 @@ import { logger } from "../util/log.ts";
 import { sleep } from "../util/sleep.ts";
 import { openCommDir, readMountError, shortMessage } from "./comm_dir.ts";
 import { handOver } from "./hand_over.ts";
+import type { MountpointPods } from "./mountpoint_pods.ts";
 
 const log = logger("node", "custody");
 
@@ -59,15 +63,29 @@ export interface CustodyOptions {
   readonly maxRefusals?: number;
   /** Pause after the n-th refusal: n times this. @default 2000 */
   readonly refusalPauseMs?: number;
+  /** Marks a Mountpoint Pod broken (the controller replaces it). */
+  readonly pods: Pick<MountpointPods, "markBroken">;
+  /** How often a serving pod's `mount.error` is looked for (its supervisor gave up). @default 2000 */
+  readonly givenUpPollMs?: number;
 }
 
 /** What {@link Custody.check} did. */
-export type CustodyOutcome = "idle" | "resent" | "refused" | "released" | "aborted";
+export type CustodyOutcome =
+  | "idle"
+  | "resent"
+  | "refused"
+  | "released"
+  | "aborted"
+  | "given-up";
 
 interface Entry extends Held {
   refusals: number;
   /** No retry before this time (after a refusal). */
   notBefore: number;
+  /** When `mount.error` is looked for next. */
+  nextErrorCheck: number;
+  /** The pod was marked broken. */
+  broken: boolean;
 }
 
 /** The FUSE fds the node plugin holds, by Mountpoint Pod name. */
@@ -93,7 +111,7 @@ export class Custody {
   /** Hold `held.fd` for `mp` (replacing, and closing, what was held for it). */
   hold(mp: string, held: Held): void {
     this.release(mp);
-    this.#held.set(mp, { ...held, refusals: 0, notBefore: 0 });
+    this.#held.set(mp, { ...held, refusals: 0, notBefore: 0, nextErrorCheck: 0, broken: false });
   }
 
   /** Close the fd held for `mp`, if any (its source is unmounted, or given up). */
@@ -157,7 +175,8 @@ export class Custody {
       return "released";
     }
     using via = await comm.socketPath(MOUNT_SOCK).catch(() => undefined);
-    if (!via || performance.now() < e.notBefore) return "idle";
+    if (!via) return await this.#givenUp(mp, e, comm, signal);
+    if (performance.now() < e.notBefore) return "idle";
     // A new mounter waits: the Mountpoint container was restarted.
     await comm.remove(MOUNT_ERROR).catch(() => false);
     const message: MountMessage = {
@@ -212,6 +231,36 @@ export class Custody {
       { pod: mp, max },
     );
     return "aborted";
+  }
+
+  /**
+   * A serving pod (its supervisor runs): did the supervisor give its engine up (`mount.error`)?
+   * Then the pod is marked broken, once.
+   */
+  async #givenUp(
+    mp: string,
+    e: Entry,
+    comm: DirHandle,
+    signal: AbortSignal,
+  ): Promise<CustodyOutcome> {
+    const now = performance.now();
+    if (e.broken || now < e.nextErrorCheck) return "idle";
+    e.nextErrorCheck = now + (this.#o.givenUpPollMs ?? 2000);
+    const report = await readMountError(comm).catch(() => undefined);
+    if (!report) return "idle";
+    e.broken = true;
+    log.error("The supervisor of {pod} gave its engine up: {report}", {
+      pod: mp,
+      report: shortMessage(report),
+    });
+    await this.#o.pods.markBroken(mp, `its engine was given up: ${shortMessage(report)}`, signal)
+      .catch((err) =>
+        log.warn("Could not mark Mountpoint Pod {pod} broken: {error}", {
+          pod: mp,
+          error: errorMessage(err),
+        })
+      );
+    return "given-up";
   }
 
   /**

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { CsiError } from "../csi/errors.ts";
 import { PODS } from "../kube/resources.ts";
 import { ANNOTATION_MOUNT_PROTOCOLS } from "../mppod/mount_protocol.ts";
-import { sourceMountDir } from "../mppod/paths.ts";
+import { ANNOTATION_BROKEN } from "../mppod/labels.ts";
+import { hostCommDir, sourceMountDir } from "../mppod/paths.ts";
 import { findMount } from "../sys/mountinfo.ts";
 import { validatePublish } from "./publish_request.ts";
 import { ROOT, world } from "./_test_fixtures.ts";
@@ -79,6 +80,30 @@ Deno.test("Custody: a mounter that keeps refusing gets the connection aborted, t
   assert.deepEqual(outcomes, ["refused", "refused", "aborted"]);
   assert.deepEqual(w.sys.abortedConnections, [source.minor]);
   assert.ok(!w.custody.has("mp-1"));
+});
+
+Deno.test("Custody: a supervisor that gave its engine up gets its pod marked broken, once", async () => {
+  await using w = await sessionWorld();
+  await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+  const uid = w.pods.pod("mp-1")!.metadata!.uid!;
+  await received(w, "mp-1");
+  // The mounter became the supervisor: its socket is gone.
+  for (let i = 0; i < 500 && await w.files.stat(`${hostCommDir(ROOT, uid)}/mount.sock`); i++) {
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  await w.files.writeFile(
+    `${hostCommDir(ROOT, uid)}/mount.error`,
+    "mount-s3 was killed by SIGKILL and was not started again: it failed 6 times within 60 s (last: no output); the volume answers EIO until it is mounted again\n",
+  );
+  assert.equal(await w.custody.check("mp-1", NEVER), "given-up");
+  for (let i = 0; i < 100 && !w.pods.pod("mp-1")?.metadata?.annotations?.[ANNOTATION_BROKEN]; i++) {
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  assert.match(
+    w.pods.pod("mp-1")!.metadata!.annotations![ANNOTATION_BROKEN]!,
+    /its engine was given up: mount-s3 was killed by SIGKILL .* failed 6 times within 60 s/,
+  );
+  assert.equal(await w.custody.check("mp-1", NEVER), "idle", "marked once");
 });
 
 Deno.test("Custody: released when its source goes (unmounter) or is another connection", async () => {

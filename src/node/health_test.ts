@@ -7,10 +7,11 @@ Deno.test("HealthChecker: a stat answered from cache does not hide a dead FUSE s
   const files = new FakeFiles();
   files.addDir("/mnt/t");
   const health = new HealthChecker(files, { timeoutMs: 1000 });
-  assert.deepEqual(await health.check("/mnt/t"), { ok: true });
+  assert.deepEqual(await health.check("/mnt/t"), { ok: true, state: "ok" });
   files.failStat("/mnt/t", new SysError(107, "open", { path: "/mnt/t" }));
   const dead = await health.check("/mnt/t");
   assert.match(dead.ok ? "" : dead.problem, /not connected/);
+  assert.equal(dead.state, "dead");
   const missing = await health.check("/mnt/x");
   assert.match(missing.ok ? "" : missing.problem, /does not exist/);
 });
@@ -28,7 +29,7 @@ Deno.test("HealthChecker: checks of a hung mount share one probe, then answer at
   const first = await Promise.all(
     Array.from({ length: 20 }, (_, i) => health.check(i % 2 ? "/target-a" : "/src", "0:42")),
   );
-  assert.ok(first.every((r) => !r.ok && /hung/.test(r.problem)));
+  assert.ok(first.every((r) => !r.ok && r.state === "hung" && /hung/.test(r.problem)));
   assert.equal(health.inFlight, 1);
   // After the timeout: answered without waiting (before any timer runs) and without a new probe.
   for (let i = 0; i < 50; i++) {
@@ -54,6 +55,7 @@ Deno.test("HealthChecker: the cap on probes in flight holds across mounts", asyn
   const results = await Promise.all([0, 1, 2, 3, 4].map((i) => health.check(`/m${i}`)));
   assert.equal(health.inFlight, 3);
   assert.match(results[4]!.ok ? "" : results[4]!.problem, /3 other mounts do not answer/);
+  assert.equal(results[4]!.state, "unknown", "not checked is unknown, never a reason to unmount");
 });
 
 Deno.test("HealthChecker: a probe that ends frees its slot; the next check probes again", async () => {
@@ -66,6 +68,6 @@ Deno.test("HealthChecker: a probe that ends frees its slot; the next check probe
   files.hang("/m", false); // the connection is aborted: the stuck stat fails with ENOTCONN
   await new Promise((r) => setTimeout(r, 0));
   assert.equal(health.inFlight, 0);
-  assert.deepEqual(await health.check("/m"), { ok: true });
+  assert.deepEqual(await health.check("/m"), { ok: true, state: "ok" });
   assert.equal(files.probes.get("/m"), 3); // stat (stuck), then stat + open
 });

@@ -17,7 +17,7 @@ import type { KubeClient, KubeObject } from "../kube/client.ts";
 import { Informer, type InformerHandlers } from "../kube/informer.ts";
 import { PODS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
-import { ANNOTATION_NEEDS_UNMOUNT, isAnnotatedTrue } from "../mppod/labels.ts";
+import { ANNOTATION_BROKEN, ANNOTATION_NEEDS_UNMOUNT, isAnnotatedTrue } from "../mppod/labels.ts";
 
 /** The parts of a Pod the node plugin reads. */
 export interface MountpointPod extends KubeObject {
@@ -101,6 +101,7 @@ export function describePodState(pod: MountpointPod): string {
 /** Watched S3PAs and Mountpoint Pods of one node. */
 export class MountpointPods {
   readonly #options: MountpointPodsOptions;
+  readonly #kube: KubeClient;
   readonly #s3pas: Informer<MountpointS3PodAttachment & KubeObject>;
   readonly #pods: Informer<MountpointPod>;
   readonly #wakers = new Set<() => void>();
@@ -108,6 +109,7 @@ export class MountpointPods {
   /** Create the watches; nothing runs until {@link run}. */
   constructor(kube: KubeClient, options: MountpointPodsOptions) {
     this.#options = options;
+    this.#kube = kube;
     const field = `spec.nodeName=${options.nodeName}`;
     this.#s3pas = new Informer(kube, S3PAS, {
       fieldSelector: `${S3PA_FIELDS.nodeName}=${options.nodeName}`,
@@ -155,6 +157,20 @@ export class MountpointPods {
   async waitForSync(timeoutMs: number, signal?: AbortSignal): Promise<void> {
     await this.#s3pas.waitForSync(timeoutMs, signal);
     await this.#pods.waitForSync(timeoutMs, signal);
+  }
+
+  /**
+   * Mark Mountpoint Pod `name` broken (annotation {@link ANNOTATION_BROKEN}) with `reason`: the
+   * controller tells its workloads and replaces it. Only this pod's own UID is patched.
+   */
+  async markBroken(name: string, reason: string, signal?: AbortSignal): Promise<void> {
+    const pod = this.pod(name);
+    const uid = pod?.metadata?.uid;
+    if (!uid || pod.metadata?.annotations?.[ANNOTATION_BROKEN]) return;
+    const text = reason.replace(/\s+/g, " ").trim().slice(0, 1024);
+    await this.#kube.patch(PODS, name, this.#options.namespace, {
+      metadata: { uid, annotations: { [ANNOTATION_BROKEN]: text } },
+    }, { type: "merge", ...(signal ? { signal } : {}) });
   }
 
   /** A cached Mountpoint Pod by name. */

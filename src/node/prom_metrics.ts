@@ -37,8 +37,8 @@ export async function countMounts(
   );
   const devices = new Set(sources.map((m) => m.majorMinor));
   const binds = mounts.filter((m) => devices.has(m.majorMinor) && !m.mountPoint.startsWith(root));
-  const results = await Promise.all(sources.map((s) => health.check(s.mountPoint, s.majorMinor)));
-  const unhealthy = results.filter((r) => !r.ok).length;
+  const results = await Promise.all(sources.map((s) => health.check(s.mountPoint, s.mountPoint)));
+  const unhealthy = results.filter((r) => r.state === "dead" || r.state === "hung").length;
   return { sources: sources.length, binds: binds.length, unhealthy };
 }
 

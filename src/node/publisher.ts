@@ -52,10 +52,11 @@ import {
 } from "./credentials.ts";
 import type { Custody } from "./custody.ts";
 import { handOver } from "./hand_over.ts";
-import type { HealthChecker } from "./health.ts";
+import { type HealthChecker, needsRepair } from "./health.ts";
 import { renderArgs } from "./mount_options.ts";
 import { type MountpointPod, type MountpointPods, podUser } from "./mountpoint_pods.ts";
 import type { PublishParams } from "./publish_request.ts";
+import { sourceOf } from "./volume_stats.ts";
 
 const log = logger("node", "publisher");
 
@@ -81,6 +82,17 @@ export const DEFAULT_TIMEOUTS: PublishTimeouts = {
   readyMs: 30_000,
   probeMs: 10_000,
 };
+
+/**
+ * How long a source whose session the node plugin holds may hang before it is given up: its
+ * engine (or its whole Mountpoint container, under the kubelet's restart back-off) is being
+ * restarted meanwhile and resumes the session.
+ */
+export const RECOVERY_TOLERANCE_MS = 60_000;
+/** Remounts of one Mountpoint Pod's source tolerated within {@link REMOUNT_WINDOW_MS}. */
+export const MAX_REMOUNTS = 3;
+/** See {@link MAX_REMOUNTS}. */
+export const REMOUNT_WINDOW_MS = 10 * 60_000;
 
 /** Mode of the source mount root and of each source dir: only root reaches bucket data there. */
 export const SOURCE_DIR_MODE = 0o700;
@@ -140,6 +152,8 @@ export class Publisher {
   readonly #targets = new KeyedMutex();
   /** Publishes in flight by target, so an unpublish can cancel them. */
   readonly #publishing = new Map<string, Set<AbortController>>();
+  /** When each Mountpoint Pod's source was last given up and mounted again. */
+  readonly #remounts = new Map<string, number[]>();
 
   /** Create a publisher. */
   constructor(options: PublisherOptions) {
@@ -201,8 +215,9 @@ export class Publisher {
     signal: AbortSignal,
   ): Promise<PublishOutcome> {
     const { sys, pods } = this.#o;
-    const existing = findMount(await sys.readMountInfo(), p.targetPath);
-    if (existing && (await this.#healthy(p.targetPath, existing, signal))) {
+    const before = await sys.readMountInfo();
+    const existing = findMount(before, p.targetPath);
+    if (existing && !(await this.#needsRepair(p.targetPath, existing, before, signal))) {
       return "already-published";
     }
     // 3.
@@ -221,7 +236,7 @@ export class Publisher {
       if (target) {
         if (
           srcMount && target.majorMinor === srcMount.majorMinor &&
-          (await this.#healthy(p.targetPath, target, signal))
+          !(await this.#needsRepair(p.targetPath, target, mounts, signal))
         ) {
           return "already-published";
         }
@@ -231,10 +246,8 @@ export class Publisher {
         await sys.unmount(p.targetPath, { detach: true });
       }
       // 5.
-      if (srcMount && !(await this.#healthy(source, srcMount, signal))) {
-        log.warn("Source mount {source} does not answer; mounting it again", { source });
-        this.#o.custody.release(mpName);
-        await sys.unmount(source, { detach: true });
+      if (srcMount && (await this.#needsRepair(source, srcMount, mounts, signal))) {
+        await this.#giveUpSource(mpName, srcMount, signal);
         srcMount = undefined;
       }
       let outcome: PublishOutcome = "bind";
@@ -305,8 +318,75 @@ export class Publisher {
     return result;
   }
 
-  async #healthy(path: string, mount: MountInfo, signal: AbortSignal): Promise<boolean> {
-    return (await this.#o.health.check(path, mount.majorMinor, signal)).ok;
+  /**
+   * Whether `mount` (a source, or a target bound from one) must be repaired. Checked once per
+   * Mountpoint Pod at a time (the key is its source); a hang is tolerated for
+   * {@link RECOVERY_TOLERANCE_MS} while the node plugin holds the session (its engine is being
+   * restarted), not otherwise; "not checked" never leads to a repair.
+   */
+  async #needsRepair(
+    path: string,
+    mount: MountInfo,
+    mounts: readonly MountInfo[],
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const source = sourceOf(mounts, mount, this.#o.kubeletRoot);
+    const health = await this.#o.health.check(
+      path,
+      source?.mount.mountPoint ?? mount.majorMinor,
+      signal,
+    );
+    const held = source !== undefined && this.#o.custody.has(source.mpName);
+    const repair = needsRepair(health, held ? RECOVERY_TOLERANCE_MS : 0);
+    if (!health.ok && !repair) {
+      log.info("{path} does not answer yet ({problem}); its session is being resumed", {
+        path,
+        problem: health.problem,
+      });
+    }
+    return repair;
+  }
+
+  /**
+   * Step 5, before mounting again: give the old source up. A connection that hangs is aborted
+   * (fusectl), so its callers and its health probe get an error at once instead of waiting
+   * forever; then it is released and unmounted. At most {@link MAX_REMOUNTS} per Mountpoint Pod
+   * within {@link REMOUNT_WINDOW_MS}: past that the pod is marked broken (the controller tells its
+   * workloads and replaces it) and the publish fails saying so.
+   */
+  async #giveUpSource(mpName: string, src: MountInfo, signal: AbortSignal): Promise<void> {
+    const { sys } = this.#o;
+    log.warn("Source mount {source} does not answer; mounting it again", {
+      source: src.mountPoint,
+    });
+    await sys.abortFuseConnection(src.minor).catch((err) =>
+      log.warn("Could not abort the FUSE connection of {source}: {error}", {
+        source: src.mountPoint,
+        error: errorMessage(err),
+      })
+    );
+    this.#o.custody.release(mpName);
+    await sys.unmount(src.mountPoint, { detach: true });
+    const now = performance.now();
+    const recent = (this.#remounts.get(mpName) ?? []).filter((t) => now - t < REMOUNT_WINDOW_MS);
+    recent.push(now);
+    this.#remounts.set(mpName, recent);
+    if (recent.length > MAX_REMOUNTS) {
+      const reason = `its FUSE mount stopped answering ${recent.length} times within ${
+        REMOUNT_WINDOW_MS / 60_000
+      } minutes`;
+      await this.#o.pods.markBroken(mpName, `The node plugin gave this pod up: ${reason}`, signal)
+        .catch((err) =>
+          log.warn("Could not mark Mountpoint Pod {pod} broken: {error}", {
+            pod: mpName,
+            error: errorMessage(err),
+          })
+        );
+      this.#remounts.delete(mpName);
+      throw failedPrecondition(
+        `Mountpoint Pod ${mpName} was given up: ${reason}; it is marked broken and the controller replaces it. See kubectl logs -n ${this.#o.pods.namespace} ${mpName}`,
+      );
+    }
   }
 
   /**

@@ -128,7 +128,7 @@ Deno.test("Publisher: without the API caches, mounted targets still answer and n
     files: w.files,
     pods,
     locks,
-    custody: new Custody({ sys: w.sys, files: w.files, kubeletRoot: ROOT, locks }),
+    custody: new Custody({ sys: w.sys, files: w.files, kubeletRoot: ROOT, locks, pods }),
     health: new HealthChecker(w.files),
     kubeletRoot: ROOT,
     env: () => "AKIATEST",

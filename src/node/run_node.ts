@@ -65,7 +65,7 @@ export async function runNode(
   });
   const watching = pods.run(stop.signal);
   const health = new HealthChecker(files, { timeoutMs: 3000 });
-  const custody = new Custody({ sys, files, kubeletRoot, locks });
+  const custody = new Custody({ sys, files, kubeletRoot, locks, pods });
   const unmounter = new Unmounter({ sys, files, pods, locks, health, custody, kubeletRoot });
   const metrics = new PromNodeMetrics({ sys, health, kubeletRoot });
   const caBundlePem = await readCaBundle(config["s3-ca-bundle"]);

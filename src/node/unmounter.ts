@@ -274,8 +274,10 @@ export class Unmounter {
       const source = sourceMountDir(kubeletRoot, name);
       const mount = findMount(await sys.readMountInfo(), source);
       if (!mount) return false;
-      const health = await this.#o.health.check(source, mount.majorMinor);
-      if (health.ok) return false;
+      const health = await this.#o.health.check(source, source);
+      // Only a mount that answers with an error is dead; one that hangs may be an engine being
+      // restarted (the supervisor keeps the session): the publisher decides later.
+      if (health.state !== "dead") return false;
       log.warn("Source {source} is dead ({problem}); unmounting (republish will remount)", {
         source,
         problem: health.problem,

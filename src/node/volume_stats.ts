@@ -72,10 +72,10 @@ export async function volumeStats(
       `The volume's source mount is gone (its Mountpoint Pod was removed): the volume is repaired on the next NodePublishVolume; restart the workload pod to get a working mount`,
     );
   }
-  const health = await deps.health.check(volumePath, target.majorMinor, signal);
-  if (!health.ok) {
+  const health = await deps.health.check(volumePath, source.mount.mountPoint, signal);
+  if (health.state === "hung" || health.state === "dead") {
     return abnormal(
-      `The volume's FUSE mount does not answer (${health.problem}): its Mountpoint Pod's engine stopped. The volume is repaired on the next NodePublishVolume; restart the workload pod to get a working mount`,
+      `The volume's FUSE mount does not answer (${health.problem}): its Mountpoint Pod's engine stopped or is being restarted. A restarted engine resumes the session; otherwise the volume is repaired on the next NodePublishVolume and the workload pod must be restarted to get a working mount`,
     );
   }
   const pod = deps.pods.pod(source.mpName);

@@ -37,6 +37,11 @@ import {
   TAINT_AGENT_NOT_READY,
 } from "../../src/mppod/labels.ts";
 import { hostCommDir } from "../../src/mppod/paths.ts";
+import {
+  ANNOTATION_MOUNT_PROTOCOLS,
+  formatProtocols,
+  OUR_PROTOCOLS,
+} from "../../src/mppod/mount_protocol.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
 import { ENTRYPOINTS, type Running, spawn, spawnBinary, testOrSkip, waitFor } from "../_helpers.ts";
@@ -68,6 +73,8 @@ export function mountpointPodObject(name: string, volumes: Record<string, unknow
       name,
       namespace: "mount-s3",
       labels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
+      // As the controller annotates the pods it makes: the image speaks this build's protocols.
+      annotations: { [ANNOTATION_MOUNT_PROTOCOLS]: formatProtocols(OUR_PROTOCOLS) },
     },
     spec: {
       nodeName: NODE,

@@ -306,11 +306,9 @@ where
         if let Some(h) = self.lock().reopened.get(&fh) {
             return Ok(*h);
         }
+        self.stale_writer(k, fh)?;
         let opened = match kind {
-            HandleKind::Write => {
-                warn!(ino = k, fh, "a file handle open for writing when the engine stopped: EIO (its upload is lost)");
-                return Err(libc::EIO);
-            }
+            HandleKind::Write => return Err(libc::EIO),
             HandleKind::Read => block_on(self.fs.open(i, OpenFlags::from(libc::O_RDONLY), pid)),
             HandleKind::Dir => block_on(self.fs.opendir(i, 0)),
         }
@@ -329,6 +327,16 @@ where
         s.reopened.insert(fh, opened.fh);
         debug!(ino = k, fh, inner = opened.fh, "re-opened a handle of an earlier engine");
         Ok(opened.fh)
+    }
+
+    /// `Err(EIO)` for a handle of an earlier engine that could write (its upload died with it).
+    fn stale_writer(&self, k: u64, fh: u64) -> Result<(), libc::c_int> {
+        let (generation, kind, _) = decode(fh);
+        if generation != self.generation && kind == HandleKind::Write {
+            warn!(ino = k, fh, "a file handle open for writing when the engine stopped: EIO (its upload is lost)");
+            return Err(libc::EIO);
+        }
+        Ok(())
     }
 
     /// For release/flush/fsync of a handle: `None` when it is an earlier engine's that was never
@@ -562,7 +570,8 @@ where
         reply: ReplyWrite,
     ) {
         let _pass = enter!(self, reply);
-        let result = self.resolve(ino).and_then(|i| {
+        // A write handle of an earlier engine is lost whatever its file became: EIO at once.
+        let result = self.stale_writer(ino, fh).and_then(|()| self.resolve(ino)).and_then(|i| {
             let inner = self.handle(ino, i, fh, req.pid())?;
             block_on(self.fs.write(i, inner, offset, data, write_flags, flags, lock_owner)).map_err(|e| log_error("write", &e))
         });

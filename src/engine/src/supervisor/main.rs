@@ -293,6 +293,7 @@ impl Supervisor {
                     return EXIT_ENGINE_FAILED;
                 }
             };
+            let started = Instant::now();
             log("INFO", &format!("Started {} (pid {pid}){}", self.engine, if resume { ", resuming the session" } else { "" }));
             let mut term_sent = false;
             let ended = loop {
@@ -328,7 +329,7 @@ impl Supervisor {
                 self.report(&format!("{} {} without an unmount request: {tail}", self.engine, how(ended)));
                 return if ended == Ended::Code(0) { EXIT_RESTART } else { EXIT_ENGINE_FAILED };
             }
-            match policy.decide(ended, resume, Instant::now()) {
+            match policy.decide(ended, resume, started.elapsed(), Instant::now()) {
                 Decision::Restart { after, attempt } => {
                     log(
                         "WARNING",

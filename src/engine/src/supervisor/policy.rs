@@ -27,6 +27,9 @@ pub mod engine_exit {
     pub const RUST_PANIC: i32 = 101;
 }
 
+/// An engine that served this long before it died is not in a crash loop.
+pub const STABLE: Duration = Duration::from_secs(1);
+
 /// What to do after the engine ended without an unmount request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -42,8 +45,9 @@ pub enum Decision {
     GiveUp { restarts: u32 },
 }
 
-/// Restart budget: at most `max` restarts within `window`; pauses of 0, 250 ms, 500 ms, 1 s …
-/// (capped) between them.
+/// Restart budget: at most `max` restarts within `window`. An engine that had served for at least
+/// [STABLE] is started again at once (it crashed, it is not a crash loop); one that died sooner
+/// waits 250 ms, 500 ms, 1 s … (capped) — the first restart in the window is always immediate.
 #[derive(Debug, Clone)]
 pub struct Policy {
     pub resumable: bool,
@@ -66,7 +70,7 @@ impl Policy {
 
     /// Decide after an engine ended at `now`; `resumed_start` says whether that engine was itself a
     /// resumed one (its setup failures mean the session cannot be resumed).
-    pub fn decide(&mut self, ended: Ended, resumed_start: bool, now: Instant) -> Decision {
+    pub fn decide(&mut self, ended: Ended, resumed_start: bool, lived: Duration, now: Instant) -> Decision {
         let crashed = match ended {
             Ended::Signal(_) => true,
             Ended::Code(engine_exit::OK) => return Decision::SessionEnded,
@@ -92,7 +96,7 @@ impl Policy {
             return Decision::GiveUp { restarts: recent };
         }
         self.restarts.push(now);
-        let after = if recent == 0 {
+        let after = if recent == 0 || lived >= STABLE {
             Duration::ZERO
         } else {
             (Duration::from_millis(250) * 2u32.saturating_pow(recent - 1)).min(self.max_pause)
@@ -115,8 +119,25 @@ impl Policy {
 mod tests {
     use super::*;
 
+    /// An engine that died soon after it started (a crash loop's).
+    const SHORT: Duration = Duration::from_millis(100);
+
     fn policy() -> Policy {
         Policy::new(true, 3, Duration::from_secs(60))
+    }
+
+    #[test]
+    fn an_engine_that_served_a_while_restarts_at_once() {
+        let mut p = policy();
+        let t0 = Instant::now();
+        let kill = Ended::Signal(libc::SIGKILL);
+        for i in 0..3 {
+            assert_eq!(
+                p.decide(kill, true, STABLE, t0 + Duration::from_secs(10 * i)),
+                Decision::Restart { after: Duration::ZERO, attempt: i as u32 + 1 }
+            );
+        }
+        assert_eq!(p.decide(kill, true, STABLE, t0 + Duration::from_secs(35)), Decision::GiveUp { restarts: 3 });
     }
 
     #[test]
@@ -124,16 +145,16 @@ mod tests {
         let mut p = policy();
         let t0 = Instant::now();
         let kill = Ended::Signal(libc::SIGKILL);
-        assert_eq!(p.decide(kill, false, t0), Decision::Restart { after: Duration::ZERO, attempt: 1 });
+        assert_eq!(p.decide(kill, false, SHORT, t0), Decision::Restart { after: Duration::ZERO, attempt: 1 });
         assert_eq!(
-            p.decide(Ended::Code(engine_exit::PANIC), true, t0 + Duration::from_secs(1)),
+            p.decide(Ended::Code(engine_exit::PANIC), true, SHORT, t0 + Duration::from_secs(1)),
             Decision::Restart { after: Duration::from_millis(250), attempt: 2 }
         );
         assert_eq!(
-            p.decide(Ended::Signal(libc::SIGSEGV), true, t0 + Duration::from_secs(2)),
+            p.decide(Ended::Signal(libc::SIGSEGV), true, SHORT, t0 + Duration::from_secs(2)),
             Decision::Restart { after: Duration::from_millis(500), attempt: 3 }
         );
-        assert_eq!(p.decide(kill, true, t0 + Duration::from_secs(3)), Decision::GiveUp { restarts: 3 });
+        assert_eq!(p.decide(kill, true, SHORT, t0 + Duration::from_secs(3)), Decision::GiveUp { restarts: 3 });
     }
 
     #[test]
@@ -142,11 +163,11 @@ mod tests {
         let t0 = Instant::now();
         let kill = Ended::Signal(libc::SIGKILL);
         for i in 0..3 {
-            assert!(matches!(p.decide(kill, true, t0 + Duration::from_secs(i)), Decision::Restart { .. }));
+            assert!(matches!(p.decide(kill, true, SHORT, t0 + Duration::from_secs(i)), Decision::Restart { .. }));
         }
         // A minute after the first three, the engine may crash again.
         assert_eq!(
-            p.decide(kill, true, t0 + Duration::from_secs(70)),
+            p.decide(kill, true, SHORT, t0 + Duration::from_secs(70)),
             Decision::Restart { after: Duration::ZERO, attempt: 1 }
         );
     }
@@ -157,7 +178,7 @@ mod tests {
         let t0 = Instant::now();
         for _ in 0..10 {
             assert!(matches!(
-                p.decide(Ended::Code(engine_exit::HANDED_OVER), true, t0),
+                p.decide(Ended::Code(engine_exit::HANDED_OVER), true, SHORT, t0),
                 Decision::Restart { after, .. } if after.is_zero()
             ));
         }
@@ -167,22 +188,22 @@ mod tests {
     fn configuration_errors_and_session_end_are_not_restarted() {
         let mut p = policy();
         let t0 = Instant::now();
-        assert_eq!(p.decide(Ended::Code(engine_exit::OK), false, t0), Decision::SessionEnded);
+        assert_eq!(p.decide(Ended::Code(engine_exit::OK), false, SHORT, t0), Decision::SessionEnded);
         // A first start that fails on its configuration (2-6) is reported, never retried.
         for code in [2, 3, 4, 5, 6] {
-            assert_eq!(p.decide(Ended::Code(code), false, t0), Decision::Fail, "code {code}");
+            assert_eq!(p.decide(Ended::Code(code), false, SHORT, t0), Decision::Fail, "code {code}");
         }
         // A resumed start that cannot set up (no table, another session) cannot be retried either.
-        assert_eq!(p.decide(Ended::Code(engine_exit::SETUP), true, t0), Decision::GiveUp { restarts: 0 });
+        assert_eq!(p.decide(Ended::Code(engine_exit::SETUP), true, SHORT, t0), Decision::GiveUp { restarts: 0 });
         // S3 unreachable while resuming: retried (the workloads wait), within the budget.
-        assert!(matches!(p.decide(Ended::Code(6), true, t0), Decision::Restart { .. }));
+        assert!(matches!(p.decide(Ended::Code(6), true, SHORT, t0), Decision::Restart { .. }));
     }
 
     #[test]
     fn an_engine_that_cannot_resume_is_never_restarted() {
         let mut p = Policy::new(false, 3, Duration::from_secs(60));
         let t0 = Instant::now();
-        assert_eq!(p.decide(Ended::Signal(libc::SIGKILL), false, t0), Decision::Fail);
-        assert_eq!(p.decide(Ended::Code(engine_exit::HANDED_OVER), false, t0), Decision::Fail);
+        assert_eq!(p.decide(Ended::Signal(libc::SIGKILL), false, SHORT, t0), Decision::Fail);
+        assert_eq!(p.decide(Ended::Code(engine_exit::HANDED_OVER), false, SHORT, t0), Decision::Fail);
     }
 }
