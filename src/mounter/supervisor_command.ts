@@ -72,7 +72,7 @@ export function supervisorCommand(
     `--comm-dir=${ctx.commDir}`,
     `--fuse-fd=${ctx.fd}`,
     `--drain-grace-ms=${ctx.drainGraceMs}`,
-    ...(resumable ? ["--resumable"] : []),
+    ...(resumable ? ["--resumable", `--session-id=${session!.id}`] : []),
     ...(resumable && session!.resume ? ["--resume"] : []),
     "--",
     engine.command,

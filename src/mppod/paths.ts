@@ -31,6 +31,13 @@ export const WORK_DIR = "/work";
 export const MOUNT_SOCK = "mount.sock";
 
 /**
+ * Unix socket the supervisor (the mounter once it has the FUSE fd) listens on while it serves: a
+ * root peer gets the FUSE fd back (`SCM_RIGHTS`) with `{"session":"<id>"}`. Writer: supervisor.
+ * Reader: node plugin, which takes custody of the connection again after a restart of its own.
+ */
+export const CUSTODY_SOCK = "custody.sock";
+
+/**
  * File the mounter writes when the engine failed (its last output, bounded). Writer: mounter.
  * Reader: node plugin (reports it in the NodePublishVolume error) and operators.
  */
@@ -63,6 +70,15 @@ export function sourceMountRoot(kubeletRoot: string): string {
 /** FUSE source mount of one Mountpoint Pod; targets are bind mounts of it. */
 export function sourceMountDir(kubeletRoot: string, mpPodName: string): string {
   return `${sourceMountRoot(kubeletRoot)}/${mpPodName}`;
+}
+
+/**
+ * The node plugin's record of the sessions whose FUSE fd it holds (one `<mp pod>.json` each: the
+ * pod's UID, the source and the message to send again), so that a restarted node plugin can take
+ * their custody back. Root's, 0700.
+ */
+export function sessionsDir(kubeletRoot: string): string {
+  return `${trimSlash(kubeletRoot)}/plugins/${DRIVER_NAME}/sessions`;
 }
 
 /** Directory of the node plugin's own CSI socket, the kubelet's plugin dir for this driver. */

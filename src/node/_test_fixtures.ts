@@ -9,7 +9,7 @@ import { FakeKubeClient } from "../kube/fake_client.ts";
 import type { KubeObject } from "../kube/client.ts";
 import { PODS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
-import { hostCommDir, MOUNT_ERROR, MOUNT_SOCK } from "../mppod/paths.ts";
+import { CUSTODY_SOCK, hostCommDir, MOUNT_ERROR, MOUNT_SOCK } from "../mppod/paths.ts";
 import {
   ANNOTATION_MOUNT_PROTOCOLS,
   formatProtocols,
@@ -86,6 +86,19 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
   await pods.waitForSync(1000);
   const received = new Map<string, MountMessage[]>();
   const comms = new Map<string, string>();
+  const custodyServed = new Set<string>();
+  const serveCustody = async (comm: string, fd: number, session: string) => {
+    const listener = await sys.listenUnix(`${comm}/${CUSTODY_SOCK}`);
+    files.plant(`${comm}/${CUSTODY_SOCK}`, { kind: "socket" });
+    while (!stop.signal.aborted) {
+      const conn = await sys.accept(listener, { timeoutMs: 60_000, signal: stop.signal })
+        .catch(() => undefined);
+      if (!conn) return;
+      const bytes = new TextEncoder().encode(JSON.stringify({ session }));
+      await sys.sendWithFd(conn, bytes, fd, { timeoutMs: 1000 }).catch(() => {});
+      conn.close();
+    }
+  };
   const refusing = new Map<string, string>();
   const serving: Promise<void>[] = [];
   // What the Publisher and the Unmounter share, as run_node.ts wires them.
@@ -168,10 +181,16 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
           list.push(parseMountMessage(msg.bytes));
           received.set(name, list);
           const refuse = refusing.get(name);
+          const message = list.at(-1)!;
           if (refuse !== undefined) {
             await files.writeFile(`${comm}/${MOUNT_ERROR}`, refuse);
           } else if (options.sessions) {
             await files.remove(`${comm}/${MOUNT_SOCK}`);
+            // The supervisor it became hands the fd back to a root peer on custody.sock.
+            if (message.session && !custodyServed.has(name)) {
+              custodyServed.add(name);
+              serving.push(serveCustody(comm, msg.fds[0]!, message.session.id));
+            }
           }
         }
       })());

@@ -14,14 +14,24 @@
  * A supervisor that gave its engine up (it kept dying) writes `mount.error` and answers EIO: the
  * pod is then marked broken, so the controller tells its workloads why and replaces it.
  *
+ * What is held is also recorded in the node plugin's own sessions dir (`sessionsDir`: pod UID,
+ * source, connection, message — no secret), so that a restarted node plugin takes custody back
+ * ({@link Custody.recover}): the supervisor, which kept the fd meanwhile, hands it over again on
+ * its `custody.sock` to a root peer. Until then the connection survives engine restarts (the
+ * supervisor) but not a restart of the whole container.
+ *
  * Only what this process knows is trusted: the pod's answer is read bounded through the comm dir's
  * {@link DirHandle}, the socket is reached without following links, and a held fd is sent only to
  * the pod it was made for (same UID), while its source is still the same connection.
  *
  * @module
  */
-import { encodeMountMessage, type MountMessage } from "../mppod/mount_message.ts";
-import { MOUNT_ERROR, MOUNT_SOCK } from "../mppod/paths.ts";
+import {
+  encodeMountMessage,
+  type MountMessage,
+  parseMountMessage,
+} from "../mppod/mount_message.ts";
+import { CUSTODY_SOCK, MOUNT_ERROR, MOUNT_SOCK, sessionsDir } from "../mppod/paths.ts";
 import type { DirHandle, Files } from "../sys/files.ts";
 import { findMount } from "../sys/mountinfo.ts";
 import type { Sys } from "../sys/sys.ts";
@@ -78,6 +88,30 @@ export type CustodyOutcome =
   | "aborted"
   | "given-up";
 
+/** What the sessions dir keeps of a held session. */
+interface SessionRecord {
+  readonly podUid: string;
+  readonly source: string;
+  readonly majorMinor: string;
+  readonly message: MountMessage;
+}
+
+/** A record read back; undefined when it is not one (only root writes the dir, but be strict). */
+function parseRecord(text: string): SessionRecord | undefined {
+  try {
+    const o = JSON.parse(text) as Record<string, unknown>;
+    if (
+      typeof o.podUid !== "string" || typeof o.source !== "string" ||
+      typeof o.majorMinor !== "string"
+    ) return undefined;
+    const message = parseMountMessage(new TextEncoder().encode(JSON.stringify(o.message)));
+    if (!message.session) return undefined;
+    return { podUid: o.podUid, source: o.source, majorMinor: o.majorMinor, message };
+  } catch {
+    return undefined;
+  }
+}
+
 interface Entry extends Held {
   refusals: number;
   /** No retry before this time (after a refusal). */
@@ -108,14 +142,43 @@ export class Custody {
     return this.#held.has(mp);
   }
 
-  /** Hold `held.fd` for `mp` (replacing, and closing, what was held for it). */
-  hold(mp: string, held: Held): void {
-    this.release(mp);
+  /**
+   * Hold `held.fd` for `mp` (replacing, and closing, what was held for it) and record it in the
+   * sessions dir, so that a restarted node plugin can take it back.
+   */
+  async hold(mp: string, held: Held): Promise<void> {
+    this.#forget(mp);
     this.#held.set(mp, { ...held, refusals: 0, notBefore: 0, nextErrorCheck: 0, broken: false });
+    const { files, kubeletRoot } = this.#o;
+    const record: SessionRecord = {
+      podUid: held.podUid,
+      source: held.source,
+      majorMinor: held.majorMinor,
+      message: held.message,
+    };
+    try {
+      await files.mkdir(sessionsDir(kubeletRoot), { recursive: true, mode: 0o700 });
+      await files.writeFile(this.#recordPath(mp), JSON.stringify(record), { mode: 0o600 });
+    } catch (err) {
+      log.warn("Could not record the session of {pod}: a restart of this node plugin loses its custody ({error})", {
+        pod: mp,
+        error: errorMessage(err),
+      });
+    }
   }
 
-  /** Close the fd held for `mp`, if any (its source is unmounted, or given up). */
+  /** Close the fd held for `mp`, if any (its source is unmounted, or given up), and its record. */
   release(mp: string): void {
+    this.#forget(mp);
+    this.#o.files.remove(this.#recordPath(mp)).catch(() => false);
+  }
+
+  #recordPath(mp: string): string {
+    return `${sessionsDir(this.#o.kubeletRoot)}/${mp}.json`;
+  }
+
+  /** Close the fd held for `mp` (the record stays). */
+  #forget(mp: string): void {
     const e = this.#held.get(mp);
     if (!e) return;
     this.#held.delete(mp);
@@ -129,9 +192,103 @@ export class Custody {
     }
   }
 
-  /** Close every held fd (the process stops). */
-  releaseAll(): void {
-    for (const mp of [...this.#held.keys()]) this.release(mp);
+  /**
+   * After a restart of this process: take back the custody of every recorded session whose source
+   * is still mounted on the same connection — its supervisor hands the fd over on `custody.sock`.
+   * Records of sources that are gone are removed. Resolves with the pods taken back. Needs no API.
+   */
+  async recover(signal: AbortSignal): Promise<string[]> {
+    const { files, sys, kubeletRoot } = this.#o;
+    const recovered: string[] = [];
+    const names = await files.readDir(sessionsDir(kubeletRoot)).catch(() => []);
+    const mounts = await sys.readMountInfo();
+    for (const name of names.filter((n) => n.endsWith(".json"))) {
+      const mp = name.slice(0, -".json".length);
+      if (this.#held.has(mp)) continue;
+      try {
+        const r = await this.#o.locks.run(mp, () => this.#recoverOne(mp, mounts, signal), signal);
+        if (r) recovered.push(mp);
+      } catch (err) {
+        if (signal.aborted) throw err;
+        log.warn("Could not take back the custody of {pod}: {error}", {
+          pod: mp,
+          error: errorMessage(err),
+        });
+      }
+    }
+    if (recovered.length) {
+      log.info("Took back the custody of {count} FUSE connections: {pods}", {
+        count: recovered.length,
+        pods: recovered,
+      });
+    }
+    return recovered;
+  }
+
+  async #recoverOne(
+    mp: string,
+    mounts: readonly { mountPoint: string; majorMinor: string }[],
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const { files, sys, kubeletRoot } = this.#o;
+    const text = await files.readTextFile(this.#recordPath(mp));
+    const record = text === undefined ? undefined : parseRecord(text);
+    const src = record && mounts.find((m) => m.mountPoint === record.source);
+    if (!record || src?.majorMinor !== record.majorMinor) {
+      // Gone (unmounted meanwhile, a node reboot) or not ours to read: nothing to take back.
+      await files.remove(this.#recordPath(mp)).catch(() => false);
+      return false;
+    }
+    using comm = await openCommDir(files, kubeletRoot, record.podUid);
+    if (!comm) {
+      log.info("Session of {pod} not taken back: its comm dir is gone", { pod: mp });
+      return false;
+    }
+    using via = await comm.socketPath(CUSTODY_SOCK);
+    if (!via) {
+      log.info("Session of {pod} not taken back: its supervisor does not serve {socket}", {
+        pod: mp,
+        socket: CUSTODY_SOCK,
+      });
+      return false;
+    }
+    const conn = await sys.connectUnix(via.path, { timeoutMs: 1000, signal });
+    let fds: readonly number[] = [];
+    try {
+      const msg = await sys.receiveWithFds(conn, {
+        maxBytes: 4096,
+        exactFds: 1,
+        timeoutMs: 2000,
+        signal,
+      });
+      fds = msg.fds;
+      const fd = fds[0]!;
+      const said = JSON.parse(new TextDecoder().decode(msg.bytes)) as { session?: unknown };
+      if (!sys.isFuseDevice(fd) || said.session !== record.message.session?.id) {
+        throw new Error("the pod handed back something else than its session's FUSE connection");
+      }
+      this.#held.set(mp, {
+        fd,
+        podUid: record.podUid,
+        source: record.source,
+        majorMinor: record.majorMinor,
+        message: record.message,
+        refusals: 0,
+        notBefore: 0,
+        nextErrorCheck: 0,
+        broken: false,
+      });
+      fds = [];
+      return true;
+    } finally {
+      conn.close();
+      for (const fd of fds) sys.closeFd(fd);
+    }
+  }
+
+  /** Close every held fd (the process stops); the records stay for the next start. */
+  closeAll(): void {
+    for (const mp of [...this.#held.keys()]) this.#forget(mp);
   }
 
   /**

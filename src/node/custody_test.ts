@@ -3,7 +3,9 @@ import { CsiError } from "../csi/errors.ts";
 import { PODS } from "../kube/resources.ts";
 import { ANNOTATION_MOUNT_PROTOCOLS } from "../mppod/mount_protocol.ts";
 import { ANNOTATION_BROKEN } from "../mppod/labels.ts";
-import { hostCommDir, sourceMountDir } from "../mppod/paths.ts";
+import { hostCommDir, sessionsDir, sourceMountDir } from "../mppod/paths.ts";
+import { KeyedMutex } from "../util/keyed_mutex.ts";
+import { Custody } from "./custody.ts";
 import { findMount } from "../sys/mountinfo.ts";
 import { validatePublish } from "./publish_request.ts";
 import { ROOT, world } from "./_test_fixtures.ts";
@@ -80,6 +82,47 @@ Deno.test("Custody: a mounter that keeps refusing gets the connection aborted, t
   assert.deepEqual(outcomes, ["refused", "refused", "aborted"]);
   assert.deepEqual(w.sys.abortedConnections, [source.minor]);
   assert.ok(!w.custody.has("mp-1"));
+});
+
+Deno.test("Custody: a restarted node plugin takes its sessions back from their supervisors", async () => {
+  await using w = await sessionWorld();
+  await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+  const first = (await received(w, "mp-1"))[0]!;
+  // The node plugin dies: its fds close; its records stay.
+  w.custody.closeAll();
+  assert.ok(!w.custody.has("mp-1"));
+  const restarted = new Custody({
+    sys: w.sys,
+    files: w.files,
+    kubeletRoot: ROOT,
+    locks: new KeyedMutex(),
+    pods: w.pods,
+    answerMs: 300,
+  });
+  assert.deepEqual(await restarted.recover(NEVER), ["mp-1"]);
+  assert.ok(restarted.has("mp-1"));
+  // And it serves as before: a restarted container gets the connection back.
+  w.restartMounter("mp-1");
+  assert.equal(await restarted.check("mp-1", NEVER), "resent");
+  const again = (await received(w, "mp-1", 2))[1]!;
+  assert.deepEqual(again.session, { id: first.session!.id, resume: true });
+  restarted.closeAll();
+});
+
+Deno.test("Custody: a record whose source is gone is dropped, not taken back", async () => {
+  await using w = await sessionWorld();
+  await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+  w.custody.closeAll();
+  await w.sys.unmount(sourceMountDir(ROOT, "mp-1"), { detach: true }); // e.g. a node reboot
+  const restarted = new Custody({
+    sys: w.sys,
+    files: w.files,
+    kubeletRoot: ROOT,
+    locks: new KeyedMutex(),
+    pods: w.pods,
+  });
+  assert.deepEqual(await restarted.recover(NEVER), []);
+  assert.equal(await w.files.readDir(sessionsDir(ROOT)).then((n) => n.length), 0);
 });
 
 Deno.test("Custody: a supervisor that gave its engine up gets its pod marked broken, once", async () => {

@@ -495,7 +495,7 @@ export class Publisher {
         const m = message.session && findMount(await sys.readMountInfo(), source);
         if (m) {
           // The connection must not depend on the Mountpoint container alone.
-          this.#o.custody.hold(mpName, {
+          await this.#o.custody.hold(mpName, {
             fd,
             podUid: uid,
             source,

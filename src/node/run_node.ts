@@ -108,6 +108,12 @@ export async function runNode(
     },
   });
   let background: Promise<void> | undefined;
+  // The sessions this process held before a restart: needs no API, only the supervisors.
+  await custody.recover(stop.signal).catch((err) =>
+    log.warn("Taking back the custody of FUSE connections failed: {error}", {
+      error: errorMessage(err),
+    })
+  );
   const keeping = custody.run(stop.signal);
   try {
     await server.start();
@@ -140,7 +146,7 @@ export async function runNode(
     await server.stop(config["shutdown-grace"]).catch(() => {});
     await background;
     await keeping.catch(() => {});
-    custody.releaseAll();
+    custody.closeAll();
     await watching.catch(() => {});
   }
   return 0;

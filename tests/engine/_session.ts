@@ -70,9 +70,28 @@ export function startWorkload(
   };
 }
 
-/** The failed operations of a report, as lines. */
-export function workloadErrors(r: WorkloadReport): string[] {
-  return r.ops.filter((o) => o.error).map((o) => `${o.op} at ${o.start}: ${o.error}`);
+/**
+ * The failed operations of a report, as lines, except what the design lets fail: a write whose
+ * file was open for writing when an engine died (`stops`, epoch ms) gets EIO (its unfinished upload
+ * died with the engine; README "What survives what"). Those are returned apart.
+ */
+export function workloadErrors(
+  r: WorkloadReport,
+  stops: readonly number[] = [],
+): string[] {
+  return r.ops.filter((o) => o.error && !lostWrite(o, stops)).map((o) =>
+    `${o.op} at ${o.start}: ${o.error}`
+  );
+}
+
+/** Writes that failed with EIO because their file was open for writing when an engine died. */
+export function lostWrites(r: WorkloadReport, stops: readonly number[]): WorkloadOp[] {
+  return r.ops.filter((o) => o.error && lostWrite(o, stops));
+}
+
+function lostWrite(o: WorkloadOp, stops: readonly number[]): boolean {
+  return o.op === "write" && /Input\/output error|os error 5\b/.test(o.error ?? "") &&
+    stops.some((t) => o.start <= t && t <= o.end);
 }
 
 /**

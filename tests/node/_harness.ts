@@ -497,12 +497,17 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     async restartMounter(pod) {
       await pod.mounter.stop("SIGKILL").catch(() => {});
       pod.mounter = (restarts.get(pod) ?? (() => startMounter(pod.commDir)))();
+      const pid = pod.mounter.child.pid;
+      // Its socket, or — when the node plugin held the session and handed it over at once — the
+      // supervisor the mounter became (same pid).
       await waitFor(
-        "the restarted mounter socket",
-        () => Deno.stat(`${pod.commDir}/mount.sock`).then(() => true, () => false),
-        {
-          timeoutMs: 60_000,
-        },
+        "the restarted mounter's socket (or its hand-over to the supervisor)",
+        async () =>
+          await Deno.stat(`${pod.commDir}/mount.sock`).then(() => true, () => false) ||
+          (await Deno.readTextFile(`/proc/${pid}/comm`).catch(() => "")).startsWith(
+            "s3-csi-superv",
+          ),
+        { timeoutMs: 60_000 },
       );
     },
     async assign(pv, volumeId, mpPod, workloads) {

@@ -12,12 +12,15 @@
 //!   request with EIO (workloads get a clear error, never a hang) until the volume is unmounted;
 //! - on SIGTERM, keeps serving up to `--drain-grace` for the workloads still using the volume
 //!   (until the node plugin writes `mount.exit`), then stops the engine;
+//! - with a session (`--session-id`), hands the fd back on `custody.sock` to a root peer (the node
+//!   plugin, restarted, taking custody of the connection again);
 //! - exits with the mounter's codes (`src/mppod/exit_codes.ts`): 0 when `mount.exit` was asked,
 //!   1 when the session ended without it, 2 bad arguments, 4 engine failure (`mount.error` says why).
 //!
 //! It never opens anything on the mounted volume (a FLUSH on a connection nobody serves would block
 //! it) and holds no credentials of its own.
 
+mod custody;
 mod eio;
 mod policy;
 
@@ -44,6 +47,7 @@ const EXIT_CONFIG: u8 = 2;
 const EXIT_ENGINE_FAILED: u8 = 4;
 
 const MOUNT_ERROR: &str = "mount.error";
+const CUSTODY_SOCK: &str = "custody.sock";
 const MOUNT_EXIT: &str = "mount.exit";
 /// How much of the engine's last output goes into `mount.error`.
 const TAIL_BYTES: usize = 4000;
@@ -57,13 +61,15 @@ struct Args {
     drain_grace: Duration,
     resumable: bool,
     resume: bool,
+    /// The session (protocol 2), told to the node plugin with the fd on `custody.sock`.
+    session: Option<String>,
     max_restarts: u32,
     restart_window: Duration,
     program: Vec<OsString>,
 }
 
 fn usage(message: impl std::fmt::Display) -> String {
-    format!("{message}; usage: s3-csi-supervisor --comm-dir=DIR --fuse-fd=N [--drain-grace-ms=MS] [--resumable] [--resume] [--max-restarts=N] [--restart-window-ms=MS] -- PROGRAM [ARGS...]")
+    format!("{message}; usage: s3-csi-supervisor --comm-dir=DIR --fuse-fd=N [--drain-grace-ms=MS] [--resumable [--resume] [--session-id=ID]] [--max-restarts=N] [--restart-window-ms=MS] -- PROGRAM [ARGS...]")
 }
 
 fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
@@ -73,6 +79,7 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
         drain_grace: Duration::ZERO,
         resumable: false,
         resume: false,
+        session: None,
         max_restarts: 5,
         restart_window: Duration::from_secs(60),
         program: Vec::new(),
@@ -91,6 +98,12 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
             "--drain-grace-ms" => a.drain_grace = Duration::from_millis(number("milliseconds")?),
             "--resumable" => a.resumable = true,
             "--resume" => a.resume = true,
+            "--session-id" => {
+                if value.is_empty() || value.len() > 128 || !value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+                    return Err(usage(format!("--session-id must be letters, digits or '-', got '{value}'")));
+                }
+                a.session = Some(value.to_string());
+            }
             "--max-restarts" => a.max_restarts = number("a count")? as u32,
             "--restart-window-ms" => a.restart_window = Duration::from_millis(number("milliseconds")?),
             _ => return Err(usage(format!("unknown option '{s}'"))),
@@ -109,6 +122,9 @@ fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Args, String> {
     if a.resume && !a.resumable {
         return Err(usage("--resume needs --resumable"));
     }
+    if a.session.is_some() && !a.resumable {
+        return Err(usage("--session-id needs --resumable"));
+    }
     Ok(a)
 }
 
@@ -124,7 +140,7 @@ fn check_fuse_fd(fd: RawFd) -> Result<(), String> {
 }
 
 /// One JSON log line on stderr, as the mounter's own (`s3csi.mounter`).
-fn log(level: &str, message: &str) {
+pub(crate) fn log(level: &str, message: &str) {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let line = format!(
         "{{\"@timestamp\":\"{}\",\"level\":\"{level}\",\"message\":{},\"logger\":\"s3csi.mounter.supervisor\"}}\n",
@@ -422,6 +438,12 @@ fn main() -> ExitCode {
     let engine = Path::new(&a.program[0])
         .file_name()
         .map_or_else(|| a.program[0].to_string_lossy().into_owned(), |n| n.to_string_lossy().into_owned());
+    if let Some(session) = &a.session
+        && let Err(e) = custody::serve(&a.comm_dir, CUSTODY_SOCK, a.fuse_fd, session.clone())
+    {
+        // Not fatal: only a node plugin restarted meanwhile needs it.
+        log("WARNING", &format!("Cannot serve {CUSTODY_SOCK}: {e}"));
+    }
     let s = Supervisor {
         a,
         engine,
@@ -447,6 +469,7 @@ mod tests {
             "--drain-grace-ms=30000",
             "--resumable",
             "--resume",
+            "--session-id=0123abcd",
             "--max-restarts=4",
             "--restart-window-ms=120000",
             "--",
@@ -461,6 +484,7 @@ mod tests {
         assert_eq!(a.drain_grace, Duration::from_secs(30));
         assert_eq!(a.restart_window, Duration::from_secs(120));
         assert!(a.resumable && a.resume);
+        assert_eq!(a.session.as_deref(), Some("0123abcd"));
         assert_eq!(a.program.len(), 4);
     }
 
@@ -473,6 +497,8 @@ mod tests {
             (&["--comm-dir=/c", "--fuse-fd=x", "--", "x"][..], "an fd number"),
             (&["--comm-dir=/c", "--fuse-fd=5", "--resume", "--", "x"][..], "needs --resumable"),
             (&["--comm-dir=/c", "--fuse-fd=5", "--what", "--", "x"][..], "unknown option '--what'"),
+            (&["--comm-dir=/c", "--fuse-fd=5", "--session-id=a", "--", "x"][..], "needs --resumable"),
+            (&["--comm-dir=/c", "--fuse-fd=5", "--resumable", "--session-id=a/b", "--", "x"][..], "letters"),
         ] {
             let e = args(list).expect_err("refused");
             assert!(e.contains(why), "{list:?}: {e}");
