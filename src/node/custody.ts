@@ -160,10 +160,13 @@ export class Custody {
       await files.mkdir(sessionsDir(kubeletRoot), { recursive: true, mode: 0o700 });
       await files.writeFile(this.#recordPath(mp), JSON.stringify(record), { mode: 0o600 });
     } catch (err) {
-      log.warn("Could not record the session of {pod}: a restart of this node plugin loses its custody ({error})", {
-        pod: mp,
-        error: errorMessage(err),
-      });
+      log.warn(
+        "Could not record the session of {pod}: a restart of this node plugin loses its custody ({error})",
+        {
+          pod: mp,
+          error: errorMessage(err),
+        },
+      );
     }
   }
 
