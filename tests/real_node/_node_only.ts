@@ -41,8 +41,9 @@ function containerStatus(pod: Pod | undefined, name: string): ContainerStatusLik
 }
 
 /**
- * The processes of a Mountpoint Pod's container, from `/proc` on the host (the mounter is the first,
- * its engine — `mount-s3` or `rclone` — below it), and the engine among them.
+ * The processes of a Mountpoint Pod's container, from `/proc` on the host (the mounter is the first
+ * — once it has its mount, it is the supervisor it replaced itself with — and its engine,
+ * `mount-s3` or `rclone`, below it), and the engine among them.
  */
 export async function mountpointProcesses(
   e: RealNodeCluster,
@@ -51,7 +52,8 @@ export async function mountpointProcesses(
   const id = containerIdOf(containerStatus(mp, MOUNTPOINT_CONTAINER));
   assert.ok(id, `Mountpoint container of ${mp?.metadata.name} is running`);
   const tree = processTree(await hostProcesses(), await taskPid(e.node, id));
-  return { tree, engine: tree.find((p) => /rclone|mount-s3/.test(p.cmdline)) };
+  const program = (p: HostProcess) => p.cmdline.split(" ")[0]!.replace(/^.*\//, "");
+  return { tree, engine: tree.find((p) => /^(rclone|mount-s3)$/.test(program(p))) };
 }
 
 async function controllerPod(e: RealNodeCluster): Promise<Pod> {
@@ -134,8 +136,13 @@ export async function mountpointIdentity(tier: Tier, step: Step): Promise<void> 
         assert.ok(mpName, "the workload has a Mountpoint Pod");
         const mp = await e.client.get<Pod>(PODS, mpName, DEFAULT_MOUNTPOINT_NAMESPACE);
         const { tree, engine } = await mountpointProcesses(e, mp);
-        const mounter = tree.find((p) => /mounter/.test(p.cmdline));
-        assert.ok(mounter, `the mounter runs in the container: ${tree.map((p) => p.cmdline)}`);
+        const mounter = tree.find((p) => /s3-csi-supervisor/.test(p.cmdline.split(" ")[0]!));
+        assert.ok(
+          mounter,
+          `the mounter, become the supervisor, runs in the container: ${
+            tree.map((p) => p.cmdline)
+          }`,
+        );
         assert.ok(engine, `the engine runs in the container: ${tree.map((p) => p.cmdline)}`);
         const seen: string[] = [];
         for (const p of tree) {

@@ -67,6 +67,7 @@ import {
   nodePluginCrash,
 } from "./_node_only.ts";
 import { engineCache } from "./_cache.ts";
+import { engineCrash } from "./_engine_crash.ts";
 
 interface CsiDriverLike extends KubeObject {
   spec?: { attachRequired?: boolean; fsGroupPolicy?: string; requiresRepublish?: boolean };
@@ -203,6 +204,10 @@ realNodeTest(
 realNodeTest(
   "real node: node plugin container killed while a workload uses its mount",
   (tier, t) => nodePluginCrash(tier, stepsOf(t)),
+);
+realNodeTest(
+  "real node: the engine killed 3 times, OOM-killed, its container killed: no error",
+  (tier, t) => engineCrash(tier, stepsOf(t)),
 );
 realNodeTest(
   "real node: controller killed mid-reconcile creates no duplicate",
