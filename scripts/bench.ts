@@ -23,6 +23,10 @@ export const BENCHMARKS = {
     script: "scripts/bench_node.ts",
     needs: "root, /dev/fuse, mount-s3 (scripts/build_engine.sh), rclone and versitygw (Go)",
   },
+  session: {
+    script: "scripts/bench_session.ts",
+    needs: "root, /dev/fuse, mount-s3 and s3-csi-supervisor (scripts/build_engine.sh), versitygw",
+  },
 } as const;
 
 const enc = new TextEncoder();

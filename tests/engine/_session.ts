@@ -1,10 +1,14 @@
 /**
- * What the session tests share: the workload process (`_workload.ts`), its report, and the pause a
- * workload saw after an engine was stopped.
+ * What the session tests and the session benchmark share: a mount served through the supervisor
+ * ({@link supervise}), the workload process (`_workload.ts`), its report, and the pause a workload
+ * saw after an engine was stopped.
  *
  * @module
  */
-import { type Running, spawn } from "../_helpers.ts";
+import { clearCloexec, closeFd, mountFuse, openFuse, unmount } from "../../src/sys/mount.ts";
+import { readMountInfo } from "../../src/sys/mountinfo.ts";
+import { type Running, spawn, waitFor } from "../_helpers.ts";
+import { engineBin, engineEnv, type Server } from "./_engine.ts";
 
 const WORKLOAD = new URL("./_workload.ts", import.meta.url).pathname;
 
@@ -109,4 +113,103 @@ export function percentile(values: readonly number[], p: number): number {
   return sorted[
     Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))
   ]!;
+}
+
+/** A mount served through the supervisor (or by the plain engine). */
+export interface Supervised {
+  readonly dir: string;
+  readonly comm: string;
+  readonly proc: Running;
+  /** The pid of the engine the supervisor runs now (waits for one). */
+  enginePid(): Promise<number>;
+  /** Unmount, wait for the supervisor; its exit code. */
+  stop(): Promise<number>;
+}
+
+function childrenOf(pid: number): number[] {
+  try {
+    return Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`).trim().split(/\s+/)
+      .filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Mount FUSE on a new dir (as the node plugin does), start `s3-csi-supervisor` with mount-s3 on it
+ * and a session (as the mounter does), close our fd: the supervisor's custody alone keeps the
+ * connection. `session: false` runs mount-s3 alone, without a session (the plain engine).
+ */
+export async function supervise(
+  server: Server,
+  bucket: string,
+  options: { maxRestarts?: number; windowMs?: number; session?: boolean; args?: string[] } = {},
+): Promise<Supervised> {
+  const dir = await Deno.makeTempDir({ prefix: "s3csi-session-mnt-" });
+  const state = await Deno.makeTempDir({ prefix: "s3csi-session-" });
+  const comm = `${state}/comm`;
+  await Deno.mkdir(comm);
+  const fd = openFuse();
+  let proc: Running;
+  try {
+    mountFuse(dir, { fd, allowOther: true });
+    clearCloexec(fd);
+    const id = "0123456789abcdef0123456789abcdef";
+    const engine = [
+      engineBin().bin!,
+      bucket,
+      `/dev/fd/${fd}`,
+      "--foreground",
+      "--force-path-style",
+      "--allow-delete",
+      "--allow-overwrite",
+      "--allow-other",
+      ...(options.args ?? []),
+    ];
+    proc = options.session === false
+      ? spawn(engine[0]!, engine.slice(1), { env: engineEnv(server), clearEnv: true })
+      : spawn(engineBin().supervisor!, [
+        `--comm-dir=${comm}`,
+        `--fuse-fd=${fd}`,
+        "--resumable",
+        `--session-id=${id}`,
+        `--max-restarts=${options.maxRestarts ?? 10}`,
+        `--restart-window-ms=${options.windowMs ?? 60_000}`,
+        "--",
+        ...engine,
+        `--session-dir=${state}/session`,
+        `--session-id=${id}`,
+      ], { env: engineEnv(server), clearEnv: true });
+  } catch (err) {
+    unmount(dir, { detach: true });
+    throw err;
+  } finally {
+    closeFd(fd); // the supervisor and its engine hold the connection from here on
+  }
+  const enginePid = () =>
+    waitFor("the engine under the supervisor", () => childrenOf(proc.child.pid)[0], {
+      timeoutMs: 30_000,
+      intervalMs: 10,
+    });
+  await waitFor("the mount to answer", async () => {
+    try {
+      await Deno.stat(`${dir}/.`);
+      return proc.stdout().includes(" is mounted at ");
+    } catch {
+      return false;
+    }
+  }, { timeoutMs: 60_000 });
+  return {
+    dir,
+    comm,
+    proc,
+    enginePid,
+    async stop() {
+      if ((await readMountInfo()).some((m) => m.mountPoint === dir)) unmount(dir, { detach: true });
+      const code = await proc.stop("SIGTERM", 30_000).catch(() => -1);
+      await Deno.remove(dir).catch(() => {});
+      await Deno.remove(state, { recursive: true }).catch(() => {});
+      return code;
+    },
+  };
 }

@@ -15,111 +15,27 @@
  */
 import assert from "node:assert/strict";
 import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
-import { clearCloexec, closeFd, mountFuse, openFuse, unmount } from "../../src/sys/mount.ts";
-import { readMountInfo } from "../../src/sys/mountinfo.ts";
-import { type Running, spawn, waitFor } from "../_helpers.ts";
+import { spawn, waitFor } from "../_helpers.ts";
 import {
   engineBin,
-  engineEnv,
   engineTest,
   fuseReason,
-  type Server,
   sha256,
   startVersitygw,
   testBytes,
   versitygwReason,
   withBucket,
 } from "./_engine.ts";
-import { lostWrites, pauseAfter, percentile, startWorkload, workloadErrors } from "./_session.ts";
+import {
+  lostWrites,
+  pauseAfter,
+  percentile,
+  startWorkload,
+  supervise,
+  workloadErrors,
+} from "./_session.ts";
 
 const reason = fuseReason() ?? engineBin().reason ?? versitygwReason();
-
-interface Supervised {
-  readonly dir: string;
-  readonly comm: string;
-  readonly proc: Running;
-  /** The pid of the engine the supervisor runs now (waits for one). */
-  enginePid(): Promise<number>;
-  /** Unmount, wait for the supervisor; its exit code. */
-  stop(): Promise<number>;
-}
-
-function childrenOf(pid: number): number[] {
-  try {
-    return Deno.readTextFileSync(`/proc/${pid}/task/${pid}/children`).trim().split(/\s+/)
-      .filter(Boolean).map(Number);
-  } catch {
-    return [];
-  }
-}
-
-/** Mount FUSE on a new dir, start the supervisor with mount-s3 on it, close our fd. */
-async function supervise(
-  server: Server,
-  bucket: string,
-  options: { maxRestarts?: number; windowMs?: number } = {},
-): Promise<Supervised> {
-  const dir = await Deno.makeTempDir({ prefix: "s3csi-session-mnt-" });
-  const state = await Deno.makeTempDir({ prefix: "s3csi-session-" });
-  const comm = `${state}/comm`;
-  await Deno.mkdir(comm);
-  const fd = openFuse();
-  let proc: Running;
-  try {
-    mountFuse(dir, { fd, allowOther: true });
-    clearCloexec(fd);
-    const id = "0123456789abcdef0123456789abcdef";
-    proc = spawn(engineBin().supervisor!, [
-      `--comm-dir=${comm}`,
-      `--fuse-fd=${fd}`,
-      "--resumable",
-      `--max-restarts=${options.maxRestarts ?? 10}`,
-      `--restart-window-ms=${options.windowMs ?? 60_000}`,
-      "--",
-      engineBin().bin!,
-      bucket,
-      `/dev/fd/${fd}`,
-      "--foreground",
-      "--force-path-style",
-      "--allow-delete",
-      "--allow-overwrite",
-      "--allow-other",
-      `--session-dir=${state}/session`,
-      `--session-id=${id}`,
-    ], { env: engineEnv(server), clearEnv: true });
-  } catch (err) {
-    unmount(dir, { detach: true });
-    throw err;
-  } finally {
-    closeFd(fd); // the supervisor and its engine hold the connection from here on
-  }
-  const enginePid = () =>
-    waitFor("the engine under the supervisor", () => childrenOf(proc.child.pid)[0], {
-      timeoutMs: 30_000,
-      intervalMs: 10,
-    });
-  await waitFor("the mount to answer", async () => {
-    try {
-      await Deno.stat(`${dir}/.`);
-      return proc.stdout().includes(" is mounted at ");
-    } catch {
-      return false;
-    }
-  }, { timeoutMs: 60_000 });
-  return {
-    dir,
-    comm,
-    proc,
-    enginePid,
-    async stop() {
-      if ((await readMountInfo()).some((m) => m.mountPoint === dir)) unmount(dir, { detach: true });
-      const code = await proc.stop("SIGTERM", 30_000).catch(() => -1);
-      await Deno.remove(dir).catch(() => {});
-      await Deno.remove(state, { recursive: true }).catch(() => {});
-      return code;
-    },
-  };
-}
 
 async function objectBytes(s3: S3Client, bucket: string, key: string): Promise<Uint8Array> {
   const r = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));

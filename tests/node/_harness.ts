@@ -65,7 +65,11 @@ export const MP_UID = 1000;
  * A Mountpoint Pod object of the node tiers (`mount-s3` namespace, this node, uid/gid/fsGroup
  * {@link MP_UID}) with these volumes; the harness plays its kubelet.
  */
-export function mountpointPodObject(name: string, volumes: Record<string, unknown>[]): KubeObject {
+export function mountpointPodObject(
+  name: string,
+  volumes: Record<string, unknown>[],
+  protocols = formatProtocols(OUR_PROTOCOLS),
+): KubeObject {
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -74,7 +78,7 @@ export function mountpointPodObject(name: string, volumes: Record<string, unknow
       namespace: "mount-s3",
       labels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
       // As the controller annotates the pods it makes: the image speaks this build's protocols.
-      annotations: { [ANNOTATION_MOUNT_PROTOCOLS]: formatProtocols(OUR_PROTOCOLS) },
+      annotations: { [ANNOTATION_MOUNT_PROTOCOLS]: protocols },
     },
     spec: {
       nodeName: NODE,
@@ -268,6 +272,8 @@ export interface MpPodOptions {
   readonly caBundle?: string;
   /** More mounter flags. */
   readonly mounterArgs?: string[];
+  /** The mount protocols its image speaks (annotation); default: this build's. */
+  readonly protocols?: string | undefined;
 }
 
 /** Everything a node test needs. */
@@ -457,7 +463,10 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     async mountpointPod(name, podOptions = {}) {
       const volumes: Record<string, unknown>[] = [{ name: "comm", emptyDir: { medium: "Memory" } }];
       if (podOptions.cache) volumes.push({ name: CACHE_VOLUME_NAME, emptyDir: podOptions.cache });
-      const created = await kube.create<KubeObject>(PODS, mountpointPodObject(name, volumes));
+      const created = await kube.create<KubeObject>(
+        PODS,
+        mountpointPodObject(name, volumes, podOptions.protocols),
+      );
       const uid = created.metadata!.uid!;
       const commDir = hostCommDir(root, uid);
       await Deno.mkdir(commDir, { recursive: true, mode: 0o755 });

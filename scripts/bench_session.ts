@@ -1,0 +1,203 @@
+/**
+ * What it costs that mounts outlive their engine (ADR 0012), on a private versitygw (root, FUSE):
+ *
+ * 1. Throughput and metadata, `mount-s3` alone (no session: the library's numbers, nothing
+ *    recorded) vs through `s3-csi-supervisor` with a session (own numbers, the session table, file
+ *    handles with a generation): 256 MiB sequential write and read (`dd bs=1M`), and 1000 small
+ *    files created, stat'ed and listed (where the table is written). Medians of `--runs`, the two
+ *    variants alternating in each run; goal: the session at most 5 % slower.
+ * 2. Publish latency through the node plugin: a new source mount on a Mountpoint Pod whose image
+ *    speaks protocol 1 (no session, the fd closed) vs protocol 2 (a session, the fd kept and
+ *    recorded); p50/p99 of `--publishes` each.
+ * 3. The pause after the engine is SIGKILLed under a workload (`--kills` times, each engine having
+ *    served 1.5 s): from the kill to the workload's next answered operation, p50/p99. Goal p99 ≤ 2 s.
+ *
+ * Prints a Markdown section (`## session`) for `deno task bench`.
+ *
+ * Usage: `deno run -A scripts/bench_session.ts [--runs=5] [--size-mib=256] [--publishes=20] [--kills=10]`
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { PutObjectCommand } from "@aws-sdk/client-s3";
+import {
+  engineBin,
+  fuseReason,
+  s3Client,
+  startVersitygw,
+  tempBucket,
+  testBytes,
+  versitygwReason,
+} from "../tests/engine/_engine.ts";
+import { pauseAfter, percentile, startWorkload, supervise } from "../tests/engine/_session.ts";
+import { runToEnd } from "../tests/_helpers.ts";
+import { publishVolume, startEngineNode } from "../tests/engine_node/_engine_node.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    runs: { type: "string", default: "5" },
+    "size-mib": { type: "string", default: "256" },
+    publishes: { type: "string", default: "20" },
+    kills: { type: "string", default: "10" },
+  },
+});
+const RUNS = Number(values.runs);
+const SIZE_MIB = Number(values["size-mib"]);
+const PUBLISHES = Number(values.publishes);
+const KILLS = Number(values.kills);
+const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
+const median = (xs: number[]) => percentile(xs, 50);
+
+async function timed(f: () => Promise<void>): Promise<number> {
+  const t0 = performance.now();
+  await f();
+  return (performance.now() - t0) / 1000;
+}
+
+async function sh(script: string): Promise<void> {
+  const r = await runToEnd("sh", ["-c", script]);
+  if (r.code !== 0) throw new Error(`${script}: exit ${r.code}: ${r.stderr.slice(-500)}`);
+}
+
+type Variant = "plain" | "session";
+
+interface Sample {
+  write: number;
+  read: number;
+  files: number;
+}
+
+async function throughput(server: Awaited<ReturnType<typeof startVersitygw>>, bucket: string) {
+  const samples: Record<Variant, Sample[]> = { plain: [], session: [] };
+  for (let run = 0; run < RUNS; run++) {
+    for (const variant of (run % 2 ? ["session", "plain"] : ["plain", "session"]) as Variant[]) {
+      const m = await supervise(server, bucket, { session: variant === "session" });
+      try {
+        const key = `${variant}-${run}`;
+        const write = await timed(() =>
+          sh(`dd if=/dev/zero of=${m.dir}/${key}.bin bs=1M count=${SIZE_MIB} status=none`)
+        );
+        await m.stop();
+        // A fresh mount: nothing of the file in the page cache.
+        const r = await supervise(server, bucket, { session: variant === "session" });
+        try {
+          const read = await timed(() =>
+            sh(`dd if=${r.dir}/${key}.bin of=/dev/null bs=1M status=none`)
+          );
+          const files = await timed(() =>
+            sh(
+              `mkdir ${r.dir}/${key} && cd ${r.dir}/${key} && i=0; while [ $i -lt 1000 ]; do : > f$i; i=$((i+1)); done; ls -l . > /dev/null; stat f* > /dev/null`,
+            )
+          );
+          samples[variant].push({ write: SIZE_MIB / write, read: SIZE_MIB / read, files });
+        } finally {
+          await r.stop();
+        }
+      } finally {
+        await m.stop();
+      }
+    }
+  }
+  return samples;
+}
+
+async function publishLatency(): Promise<Record<"protocol 1" | "protocol 2", number[]>> {
+  const out: Record<"protocol 1" | "protocol 2", number[]> = { "protocol 1": [], "protocol 2": [] };
+  await using h = await startEngineNode();
+  for (let i = 0; i < PUBLISHES; i++) {
+    for (const p of ["protocol 1", "protocol 2"] as const) {
+      const t0 = performance.now();
+      await publishVolume(h, {
+        flags: ["allow-delete"],
+        pod: { protocols: p === "protocol 1" ? "1-1" : undefined },
+      });
+      out[p].push(performance.now() - t0);
+    }
+  }
+  return out;
+}
+
+async function pauses(server: Awaited<ReturnType<typeof startVersitygw>>, bucket: string) {
+  const s3 = await s3Client(server);
+  await s3.send(
+    new PutObjectCommand({ Bucket: bucket, Key: "p/held.bin", Body: testBytes(4 << 20, 5) }),
+  );
+  s3.destroy();
+  const m = await supervise(server, bucket, { maxRestarts: KILLS + 1, windowMs: 1000 });
+  try {
+    const w = startWorkload(`${m.dir}/p`, "held.bin");
+    await new Promise((r) => setTimeout(r, 1500));
+    const at: number[] = [];
+    for (let i = 0; i < KILLS; i++) {
+      const pid = await m.enginePid();
+      at.push(Date.now());
+      Deno.kill(pid, "SIGKILL");
+      await new Promise((r) => setTimeout(r, 1500));
+    }
+    const report = await w.stop();
+    return at.map((t) => pauseAfter(report, t) ?? Number.NaN);
+  } finally {
+    await m.stop();
+  }
+}
+
+async function main(): Promise<number> {
+  const reason = fuseReason() ?? engineBin().reason ?? versitygwReason();
+  out("## session\n");
+  if (reason) {
+    out(`Not run: ${reason}.\n`);
+    return 0;
+  }
+  await using server = await startVersitygw();
+  const s3 = await s3Client(server);
+  await using bucket = await tempBucket(s3);
+  s3.destroy();
+  const t = await throughput(server, bucket.name);
+  const pub = await publishLatency();
+  const p = await pauses(server, bucket.name);
+  const ratio = (a: number, b: number) => `${((a / b - 1) * 100).toFixed(1)} %`;
+  const med = (v: Variant, k: keyof Sample) => median(t[v].map((x) => x[k]));
+  out(
+    `Mounts outlive their engine (ADR 0012): what the session costs. mount-s3 alone vs through` +
+      ` s3-csi-supervisor with a session, medians of ${RUNS} alternating runs; publish latency` +
+      ` through the node plugin, ${PUBLISHES} each; the pause after ${KILLS} SIGKILLs of the engine` +
+      ` under a workload.\n`,
+  );
+  out("| figure | without session | with session | difference | goal |");
+  out("| --- | ---: | ---: | ---: | --- |");
+  out(
+    `| write ${SIZE_MIB} MiB (MB/s) | ${med("plain", "write").toFixed(0)} | ${
+      med("session", "write").toFixed(0)
+    } | ${ratio(med("session", "write"), med("plain", "write"))} | ≥ −5 % |`,
+  );
+  out(
+    `| read ${SIZE_MIB} MiB (MB/s) | ${med("plain", "read").toFixed(0)} | ${
+      med("session", "read").toFixed(0)
+    } | ${ratio(med("session", "read"), med("plain", "read"))} | ≥ −5 % |`,
+  );
+  out(
+    `| 1000 files created, listed, stat'ed (s) | ${med("plain", "files").toFixed(2)} | ${
+      med("session", "files").toFixed(2)
+    } | ${ratio(med("session", "files"), med("plain", "files"))} | ≤ +5 % |`,
+  );
+  for (const q of [50, 99]) {
+    const a = percentile(pub["protocol 1"], q);
+    const b = percentile(pub["protocol 2"], q);
+    out(
+      `| publish, new source, p${q} (ms) | ${a.toFixed(0)} | ${b.toFixed(0)} | ${
+        ratio(b, a)
+      } | ≤ +5 % |`,
+    );
+  }
+  const valid = p.filter((x) => Number.isFinite(x));
+  out(
+    `| pause after SIGKILL of the engine, p50 / p99 (ms) | — | ${percentile(valid, 50)} / ${
+      percentile(valid, 99)
+    } | | p99 ≤ 2000 |`,
+  );
+  out("");
+  return 0;
+}
+
+if (import.meta.main) Deno.exit(await main());
