@@ -34,12 +34,12 @@ import { mountpointProcesses } from "./_node_only.ts";
 /** The workload's script (busybox sh): one `OP <name> <start> <end> <rc> <error>` line per op. */
 const WORKLOAD = `cd /data/k/a || exit 1
 exec 3< held.bin
-: > /tmp/held.out
+: > /scratch/held.out
 up() { read t _ < /proc/uptime; echo "$t"; }
 op() {
   name=$1; shift
-  s=$(up); "$@" > /dev/null 2> /tmp/err; rc=$?; e=$(up)
-  echo "OP $name $s $e $rc $(head -c 160 /tmp/err | tr '\\n' ' ')"
+  s=$(up); "$@" > /dev/null 2> /scratch/err; rc=$?; e=$(up)
+  echo "OP $name $s $e $rc $(head -c 160 /scratch/err | tr '\\n' ' ')"
   return $rc
 }
 echo READY
@@ -51,11 +51,11 @@ while [ ! -e /data/k/stop ]; do
   fi
   op list ls .
   op stat stat held.bin
-  op held sh -c 'dd bs=65536 count=1 of=/tmp/chunk <&3 2>/dev/null && cat /tmp/chunk >> /tmp/held.out'
+  op held sh -c 'dd bs=65536 count=1 of=/scratch/chunk <&3 2>/dev/null && cat /scratch/chunk >> /scratch/held.out'
   i=$((i+1)); sleep 0.05
 done
-cat <&3 >> /tmp/held.out
-echo "HELD $(md5sum < /tmp/held.out | cut -d' ' -f1) $(wc -c < /tmp/held.out)"
+cat <&3 >> /scratch/held.out
+echo "HELD $(md5sum < /scratch/held.out | cut -d' ' -f1) $(wc -c < /scratch/held.out)"
 echo DONE; exec sleep 600`;
 
 interface Op {
@@ -126,6 +126,7 @@ export async function engineCrash(tier: Tier, step: Step): Promise<void> {
     const w = await e.pod({
       name: `survive-${unique()}`,
       volumes: [{ claim: vol, mountPath: "/data" }],
+      scratch: "/scratch",
       script: WORKLOAD,
     });
     names.push(w.metadata.name);

@@ -88,6 +88,8 @@ export interface PodOptions {
   /** Pin to a node. */
   readonly node?: string;
   readonly env?: Record<string, string>;
+  /** An emptyDir of the pod's own mounted here (scratch files; the image has no writable /tmp). */
+  readonly scratch?: string;
 }
 
 /** Settings of {@link ScenarioCluster.staticVolume}. */
@@ -372,16 +374,25 @@ export abstract class ScenarioCluster {
           ...(pullPolicy ? { imagePullPolicy: pullPolicy } : {}),
           command: ["sh", "-c", o.script],
           env: Object.entries(o.env ?? {}).map(([name, value]) => ({ name, value })),
-          volumeMounts: o.volumes.map((v, i) => ({
-            name: `v${i}`,
-            mountPath: v.mountPath,
-            ...(v.readOnly ? { readOnly: true } : {}),
-          })),
+          volumeMounts: [
+            ...o.volumes.map((v, i) => ({
+              name: `v${i}`,
+              mountPath: v.mountPath,
+              ...(v.readOnly ? { readOnly: true } : {}),
+            })),
+            ...(o.scratch ? [{ name: "scratch", mountPath: o.scratch }] : []),
+          ],
         }],
-        volumes: o.volumes.map((v, i) => ({
-          name: `v${i}`,
-          persistentVolumeClaim: { claimName: v.claim, ...(v.readOnly ? { readOnly: true } : {}) },
-        })),
+        volumes: [
+          ...o.volumes.map((v, i) => ({
+            name: `v${i}`,
+            persistentVolumeClaim: {
+              claimName: v.claim,
+              ...(v.readOnly ? { readOnly: true } : {}),
+            },
+          })),
+          ...(o.scratch ? [{ name: "scratch", emptyDir: {} }] : []),
+        ],
       },
     } as unknown as Pod);
   }
