@@ -32,6 +32,7 @@ import {
 import { negotiate, podProtocols, ProtocolSkewError } from "../mppod/mount_protocol.ts";
 import { MOUNT_ERROR, MOUNT_SOCK, sourceMountDir, sourceMountRoot } from "../mppod/paths.ts";
 import { CACHE_ATTRIBUTES, CACHE_VOLUME_NAME } from "../mppod/cache_volume.ts";
+import { ANNOTATION_BROKEN } from "../mppod/labels.ts";
 import type { BucketProbe } from "../s3/bucket_probe.ts";
 import { isErrno } from "../sys/errno.ts";
 import { type DirHandle, type Files, UnsafeEntryError } from "../sys/files.ts";
@@ -227,6 +228,12 @@ export class Publisher {
     const query = { podUID: p.podUID, volumeName: p.volumeName, volumeId: p.volumeId };
     const mpName = await pods.waitForAssignment(query, remaining(this.#t.attachmentMs), signal);
     const pod = await pods.waitForRunning(mpName, remaining(this.#t.podRunningMs), signal);
+    const broken = pod.metadata?.annotations?.[ANNOTATION_BROKEN];
+    if (broken) {
+      throw failedPrecondition(
+        `Mountpoint Pod ${pods.namespace}/${mpName} is marked broken (${broken}); the controller replaces it, and the next NodePublishVolume uses the new one`,
+      );
+    }
     // 4.
     return await this.#o.locks.run(mpName, async () => {
       const source = sourceMountDir(this.#o.kubeletRoot, mpName);

@@ -104,4 +104,14 @@ Deno.test("Publisher: remounts of one pod are bounded, then the pod is marked br
     w.pods.pod("mp-1")!.metadata!.annotations![ANNOTATION_BROKEN]!,
     /gave this pod up: its FUSE mount stopped answering 4 times/,
   );
+  // A broken pod is never mounted through again, until the controller replaced it.
+  w.files.failStat(SOURCE, undefined);
+  w.files.failStat(t, undefined);
+  const mounts = w.sys.callsOf("mountFuse").length;
+  await assert.rejects(
+    w.publisher.publish(validatePublish(req(t), ROOT), {}),
+    (e: unknown) =>
+      e instanceof CsiError && /is marked broken .*the controller replaces it/.test(e.message),
+  );
+  assert.equal(w.sys.callsOf("mountFuse").length, mounts);
 });

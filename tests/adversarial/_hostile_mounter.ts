@@ -7,13 +7,17 @@
  * - `link:<path>`  a symbolic link to `<path>` (a host file, `/dev/zero`, another pod's file);
  * - `fifo`         a FIFO nobody writes;
  * - `huge:<MiB>`   a regular file of that size whose last line is `HOSTILE-TAIL`;
- * - `swap`         swaps among all of the above as fast as it can until killed.
+ * - `swap`         swaps among all of the above as fast as it can until killed;
+ * - `stall:<bin>`  serves every FUSE fd it is given with `<bin>` (`_stall_fuse.c`: answers INIT and
+ *                  GETATTR, never OPENDIR) and keeps accepting new mount messages, as a pod whose
+ *                  mount the node plugin remounts again and again.
  *
  * Prints `received` on stdout once it holds the fd, then runs until killed.
  *
  * @module
  */
 import { receiveWithFds } from "../../src/sys/fd_passing.ts";
+import { clearCloexec, closeFd } from "../../src/sys/mount.ts";
 import { accept, listenUnix } from "../../src/sys/unix_socket.ts";
 import { MAX_MOUNT_MESSAGE_BYTES } from "../../src/mppod/mount_message.ts";
 
@@ -41,7 +45,26 @@ async function plant(comm: string, how: string, n: number): Promise<void> {
   });
 }
 
+/** `stall:<bin>`: serve each fd received with the stalling server, accept the next. */
+async function stall(comm: string, bin: string): Promise<never> {
+  using listener = await listenUnix(`${comm}/mount.sock`, { mode: 0o600 });
+  for (let n = 0;; n++) {
+    const conn = await accept(listener, { timeoutMs: 600_000, allowUids: [0] });
+    const { fds } = await receiveWithFds(conn, {
+      maxBytes: MAX_MOUNT_MESSAGE_BYTES,
+      timeoutMs: 10_000,
+      exactFds: 1,
+    });
+    conn.close();
+    clearCloexec(fds[0]!);
+    new Deno.Command(bin, { args: [String(fds[0])], stdin: "null" }).spawn();
+    closeFd(fds[0]!);
+    await Deno.stdout.write(new TextEncoder().encode(`received ${n}\n`));
+  }
+}
+
 async function main(comm: string, how: string): Promise<void> {
+  if (how.startsWith("stall:")) await stall(comm, how.slice("stall:".length));
   using listener = await listenUnix(`${comm}/mount.sock`, { mode: 0o600 });
   const conn = await accept(listener, { timeoutMs: 120_000, allowUids: [0] });
   const { fds } = await receiveWithFds(conn, {
