@@ -171,10 +171,12 @@ export async function writeCredentials(
 }
 
 /**
- * Remove the credential files and their directory from the comm dir, never following a link: a
- * link or file planted in place of the directory is removed itself; entries the pod added are
- * removed too (they are in its own volume); a subdirectory it added keeps the directory. Returns
- * whether anything was there.
+ * Remove the credential files and their directory from the comm dir, never following a link and
+ * never listing the directory (the pod can fill it with any number of names): the two files this
+ * plugin writes are unlinked by name, then the directory is removed if it is empty. Anything the
+ * pod added keeps it (it holds no credentials any more, and it goes with the pod's emptyDir). A
+ * link or file planted in place of the directory is removed itself. Returns whether anything was
+ * there.
  */
 export async function removeCredentials(comm: DirHandle): Promise<boolean> {
   let dir: DirHandle | undefined;
@@ -186,11 +188,12 @@ export async function removeCredentials(comm: DirHandle): Promise<boolean> {
   }
   if (!dir) return false;
   try {
-    for (const name of await dir.list()) {
-      await dir.remove(name).catch(() => false); // a subdirectory stays
+    for (const name of [CREDENTIALS_FILE, CONFIG_FILE]) {
+      await dir.remove(name).catch(() => false); // a directory planted there stays
     }
   } finally {
     dir.close();
   }
-  return await comm.remove(CREDENTIALS_DIR, { directory: true }).catch(() => true);
+  await comm.remove(CREDENTIALS_DIR, { directory: true }).catch(() => false); // ENOTEMPTY: left
+  return true;
 }
