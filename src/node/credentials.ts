@@ -153,6 +153,25 @@ export function credentialsEnv(commDir: string = COMM_DIR): string[] {
   ];
 }
 
+/** Bytes of the credentials file read back by {@link readAccessKeyId} (it is a few lines). */
+const CREDENTIALS_READ_BYTES = 8192;
+
+/**
+ * The access key id in the pod's credentials file (to redact it from what the pod reports), read
+ * bounded, never following a link; undefined when absent or unreadable. The pod may have changed
+ * the file: the value only ever hides text, it is never used as a credential.
+ */
+export async function readAccessKeyId(comm: DirHandle): Promise<string | undefined> {
+  try {
+    using dir = await comm.subdir(CREDENTIALS_DIR);
+    const text = await dir?.readFile(CREDENTIALS_FILE, { maxBytes: CREDENTIALS_READ_BYTES });
+    return /^aws_access_key_id=(\S+)$/m.exec(text ?? "")?.[1];
+  } catch (err) {
+    if (err instanceof UnsafeEntryError) return undefined;
+    throw err;
+  }
+}
+
 /**
  * Write the credential files into the comm dir's `credentials/` (created 0700 and owned by the
  * pod's user, through its descriptor), each 0600 and owned by the pod's user.
