@@ -31,11 +31,14 @@ import { loadKubeConfig } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { NAMESPACES, NODES, PODS, type Resource } from "../../src/kube/resources.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
+import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
 import {
-  COMPONENT_MOUNTPOINT_POD,
-  LABEL_COMPONENT,
-  TAINT_AGENT_NOT_READY,
-} from "../../src/mppod/labels.ts";
+  DEFAULT_MOUNTPOINT_COMMAND,
+  DEFAULT_MOUNTPOINT_IMAGE,
+  mountpointPod,
+  type MountpointPodConfig,
+} from "../../src/mppod/pod_spec.ts";
+import { DRIVER_VERSION } from "../../src/util/version.ts";
 import { hostCommDir } from "../../src/mppod/paths.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { unmountAllUnder } from "../sys/_helpers.ts";
@@ -49,7 +52,7 @@ import {
   versitygwReason,
 } from "../engine/_engine.ts";
 import type { Engine } from "../../src/mppod/mount_message.ts";
-import { CACHE_VOLUME_NAME } from "../../src/mppod/cache_volume.ts";
+import { CACHE_DIR, CACHE_VOLUME_NAME } from "../../src/mppod/cache_volume.ts";
 
 /** Node name used by the harness. */
 export const NODE = "node-1";
@@ -57,26 +60,57 @@ export const NODE = "node-1";
 export const MP_UID = 1000;
 
 /**
- * A Mountpoint Pod object of the node tiers (`mount-s3` namespace, this node, uid/gid/fsGroup
- * {@link MP_UID}) with these volumes; the harness plays its kubelet.
+ * The controller's Mountpoint Pod settings in the node tiers: the node plugin's defaults (image,
+ * command, uid {@link MP_UID}), so the pods pass its check (`src/node/pod_invariants.ts`).
+ */
+export const MP_POD_CONFIG: MountpointPodConfig = {
+  namespace: "mount-s3",
+  image: DEFAULT_MOUNTPOINT_IMAGE,
+  imagePullPolicy: "IfNotPresent",
+  command: DEFAULT_MOUNTPOINT_COMMAND,
+  driverVersion: DRIVER_VERSION,
+  mountpointVersion: "",
+  priorityClassName: "",
+  uid: MP_UID,
+  terminationGraceSeconds: 600,
+  extraLabels: {},
+  cpuRequest: "",
+  memoryRequest: "",
+  memoryLimit: "",
+  caConfigMap: "",
+};
+
+/**
+ * A Mountpoint Pod object of the node tiers as the controller renders it (`mount-s3` namespace,
+ * uid/gid/fsGroup {@link MP_UID}), on this node, with these volumes instead of the rendered ones of
+ * the same name (and added when new); the harness plays its kubelet.
  */
 export function mountpointPodObject(name: string, volumes: Record<string, unknown>[]): KubeObject {
-  return {
-    apiVersion: "v1",
-    kind: "Pod",
-    metadata: {
-      name,
-      namespace: "mount-s3",
-      labels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
-    },
+  const pod = mountpointPod(MP_POD_CONFIG, {
+    name,
+    attachmentName: `s3pa-${name}`,
     spec: {
       nodeName: NODE,
-      restartPolicy: "OnFailure",
-      securityContext: { runAsUser: MP_UID, runAsGroup: MP_UID, fsGroup: MP_UID },
-      containers: [{ name: "mountpoint", image: "s3-csi-mounter" }],
-      volumes,
+      persistentVolumeName: name,
+      volumeID: name,
+      mountOptions: "",
+      workloadFSGroup: "",
+      authenticationSource: "driver",
     },
-  };
+    volumeAttributes: {},
+  });
+  const byName = new Map<string, Record<string, unknown>>(
+    (pod.spec.volumes ?? []).map((v) => [v.name, v]),
+  );
+  for (const v of volumes) byName.set(String(v.name), v);
+  const mounts = pod.spec.containers[0]!.volumeMounts ?? [];
+  if (byName.has(CACHE_VOLUME_NAME) && !mounts.some((m) => m.name === CACHE_VOLUME_NAME)) {
+    mounts.push({ name: CACHE_VOLUME_NAME, mountPath: CACHE_DIR });
+  }
+  return {
+    ...pod,
+    spec: { ...pod.spec, nodeName: NODE, volumes: [...byName.values()] },
+  } as KubeObject;
 }
 /** RGW env files tried in order: `$S3_STATE_DIR/env`, then the default state dir. */
 const RGW_ENVS = [
