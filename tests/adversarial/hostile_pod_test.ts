@@ -11,6 +11,7 @@ import assert from "node:assert/strict";
 import { connectCsi } from "../../src/csi/client.ts";
 import { Code } from "../../src/csi/errors.ts";
 import { PODS } from "../../src/kube/resources.ts";
+import type { Pod } from "../../src/kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { sourceMountDir } from "../../src/mppod/paths.ts";
 import { exists, runToEnd, waitFor } from "../_helpers.ts";
@@ -263,6 +264,33 @@ adversarialTest(
     const creds = `${mp.commDir}/credentials`;
     assert.equal(await exists(`${creds}/s3-csi-credentials`), false, "the credentials are gone");
     assert.equal(await exists(`${creds}/s3-csi-config`), false, "the config is gone");
+  },
+);
+
+adversarialTest(
+  "adoption by name: a pod under the Mountpoint Pod's name with another image gets no credentials and no FUSE connection",
+  async (h) => {
+    // Someone who can create pods in the namespace made the pod (the admission policy refuses
+    // that in a cluster): here its image differs from the one the node plugin was given.
+    const mp = await h.mountpointPod("mp-adopted", { mounter: hostileMounter("fifo") });
+    const pod = (await h.kube.get<Pod>(PODS, mp.name, "mount-s3"))!;
+    pod.spec.containers[0]!.image = "attacker.example/keys:latest";
+    await h.kube.update(PODS, pod);
+    const t = await publishTarget(h, mp.name, "pv-a", "uid-a");
+    const csi = client(h);
+    const r = await waitFor("the node plugin to see the pod's image and refuse it", async () => {
+      const r = await timed(csi.node.nodePublishVolume(h.publishRequest("uid-a", "pv-a")));
+      return /not the pod the controller renders/.test(r.error?.details ?? "") ? r : undefined;
+    }, { timeoutMs: CALL_MS });
+    csi.close();
+    assert.equal(r.error?.code, Code.FAILED_PRECONDITION);
+    assert.match(
+      r.error!.details!,
+      /Mountpoint Pod mount-s3\/mp-adopted is not the pod the controller renders \(image is "attacker\.example\/keys:latest", not "[^"]+"\): it gets no credentials and no FUSE connection/,
+    );
+    assert.equal(await exists(`${mp.commDir}/credentials/s3-csi-credentials`), false, "no keys");
+    assert.doesNotMatch(mp.mounter.stdout(), /received/, "no FUSE fd was sent");
+    assert.deepEqual(await h.ourMounts(), [], `nothing mounted (${t} neither)`);
   },
 );
 
