@@ -72,22 +72,28 @@ function mountpointPodPolicy(v: DeployValues): Manifest[] {
       name: "not-the-s3-csi-controller",
       expression: `request.userInfo.username != ${cel(user)}`,
     }],
+    // `request` is the AdmissionRequest as a map: an empty field (subResource) is absent, so it
+    // is read through `sub`, never directly.
+    variables: [{
+      name: "sub",
+      expression: "has(request.subResource) ? request.subResource : ''",
+    }],
     validations: [
       {
-        expression: "request.operation != 'CREATE' || request.subResource != ''",
+        expression: "request.operation != 'CREATE'",
         messageExpression: cel(
           `only the S3 CSI controller (${user}) may create pods in namespace ${ns}: ${why}; refused for `,
         ) + " + request.userInfo.username",
         reason: "Forbidden",
       },
       {
-        expression: "request.subResource != 'ephemeralcontainers'",
+        expression: "variables.sub != 'ephemeralcontainers'",
         message: `ephemeral containers may not be added to pods in namespace ${ns}: ${why}`,
         reason: "Forbidden",
       },
       {
         expression:
-          "request.operation != 'UPDATE' || request.subResource != '' || object.spec == oldObject.spec",
+          "request.operation != 'UPDATE' || variables.sub != '' || object.spec == oldObject.spec",
         message:
           `only the S3 CSI controller may change the spec (e.g. the image) of pods in namespace ${ns}: ${why}`,
         reason: "Forbidden",

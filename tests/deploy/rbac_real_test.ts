@@ -26,7 +26,9 @@ import { GROUP } from "../../src/api/group_version.ts";
 import { S3PA_PLURAL } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import {
   CONTROLLER_SERVICE_ACCOUNT,
+  MOUNTPOINT_POD_POLICY,
   NODE_SERVICE_ACCOUNT,
+  PRIORITY_CLASS_POLICY,
   PROVISIONER_SERVICE_ACCOUNT,
 } from "../../src/deploy/names.ts";
 import { PROVISIONER_PERMISSIONS } from "../../src/deploy/render_rbac.ts";
@@ -41,6 +43,7 @@ import {
   ROLE_BINDINGS,
   ROLES,
   SERVICE_ACCOUNTS,
+  VALIDATING_ADMISSION_POLICIES,
 } from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import type { Node, Pod } from "../../src/kube/types.ts";
@@ -463,10 +466,17 @@ testOrSkip(realTierSkipReason(), {
         `only the S3 CSI controller \\(system:serviceaccount:${ns}:${CONTROLLER_SERVICE_ACCOUNT}\\) may create pods in namespace ${mpNs}`,
       );
       // The policy is loaded a moment after it was created: wait until it refuses.
+      let last = "";
       await waitFor("the Mountpoint Pod admission policy to be in force", async () => {
         const r = await create(http.intruder!, mpNs, mp);
+        last = `${r.status} ${r.body?.message ?? r.text.slice(0, 300)}`;
         return r.status === 403 && creation.test(r.body?.message ?? "");
-      }, { timeoutMs: 30_000, intervalMs: 200 });
+      }, { timeoutMs: 30_000, intervalMs: 200 }).catch(async (err) => {
+        const policy = await c.client.get(VALIDATING_ADMISSION_POLICIES, MOUNTPOINT_POD_POLICY);
+        throw new Error(
+          `${err.message}; last answer: ${last}; policy status: ${JSON.stringify(policy?.status)}`,
+        );
+      });
       refused(
         await create(http.intruder, mpNs, mp),
         "a Mountpoint Pod by another identity",
@@ -530,8 +540,14 @@ testOrSkip(realTierSkipReason(), {
       );
       await waitFor("the PriorityClass admission policy to be in force", async () => {
         const r = await create(http.admin, tenant, tenantPod(critical));
+        last = `${r.status} ${r.body?.message ?? r.text.slice(0, 300)}`;
         return r.status === 403 && reserved.test(r.body?.message ?? "");
-      }, { timeoutMs: 30_000, intervalMs: 200 });
+      }, { timeoutMs: 30_000, intervalMs: 200 }).catch(async (err) => {
+        const policy = await c.client.get(VALIDATING_ADMISSION_POLICIES, PRIORITY_CLASS_POLICY);
+        throw new Error(
+          `${err.message}; last answer: ${last}; policy status: ${JSON.stringify(policy?.status)}`,
+        );
+      });
       refused(await create(http.admin, tenant, tenantPod(critical)), "another namespace", reserved);
       const plain = await create(http.admin, tenant, tenantPod());
       assert.equal(plain.status, 201, `a pod without it is admitted: ${plain.text}`);

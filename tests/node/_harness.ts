@@ -27,6 +27,7 @@ import { API_VERSION } from "../../src/api/group_version.ts";
 import { connectCsi, type CsiClient } from "../../src/csi/client.ts";
 import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import type { Pod } from "../../src/kube/types.ts";
 import { loadKubeConfig } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { NAMESPACES, NODES, PODS, type Resource } from "../../src/kube/resources.ts";
@@ -291,6 +292,8 @@ export interface MpPodOptions {
   readonly caBundle?: string;
   /** More mounter flags. */
   readonly mounterArgs?: string[];
+  /** Change the pod object before it is created (a pod someone else made under that name). */
+  readonly edit?: (pod: Pod) => void;
 }
 
 /** Everything a node test needs. */
@@ -480,7 +483,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     async mountpointPod(name, podOptions = {}) {
       const volumes: Record<string, unknown>[] = [{ name: "comm", emptyDir: { medium: "Memory" } }];
       if (podOptions.cache) volumes.push({ name: CACHE_VOLUME_NAME, emptyDir: podOptions.cache });
-      const created = await kube.create<KubeObject>(PODS, mountpointPodObject(name, volumes));
+      const object = mountpointPodObject(name, volumes);
+      podOptions.edit?.(object as Pod);
+      const created = await kube.create<KubeObject>(PODS, object);
       const uid = created.metadata!.uid!;
       const commDir = hostCommDir(root, uid);
       await Deno.mkdir(commDir, { recursive: true, mode: 0o755 });
