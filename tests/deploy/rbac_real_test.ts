@@ -458,7 +458,7 @@ testOrSkip(realTierSkipReason(), {
         message: RegExp,
       ) => {
         assert.equal(r.status, 403, `${what}: ${r.status} ${r.body?.message}`);
-        assert.match(r.body?.message ?? "", message, what);
+        assert.match(r.body?.message ?? "", message, `${what}: ${r.body?.message}`);
         // deno-lint-ignore no-console
         console.log(`refused (${what}): ${r.body?.message}`);
       };
@@ -512,6 +512,14 @@ testOrSkip(realTierSkipReason(), {
               name: "dbg",
               image: "busybox",
               targetContainerName: "mountpoint",
+              // Restricted, so that Pod Security does not refuse it first.
+              securityContext: {
+                runAsNonRoot: true,
+                runAsUser: 1000,
+                allowPrivilegeEscalation: false,
+                capabilities: { drop: ["ALL"] },
+                seccompProfile: { type: "RuntimeDefault" },
+              },
             }],
           },
         }, "/ephemeralcontainers"),
