@@ -77,6 +77,8 @@ export function mountpointPodConfig(config: ControllerConfig): MountpointPodConf
     memoryRequest: config["mountpoint-memory-request"],
     memoryLimit: config["mountpoint-memory-limit"],
     caConfigMap: config["tls-ca-configmap"],
+    workSizeLimit: config["mountpoint-work-size-limit"],
+    cacheSizeLimit: config["mountpoint-cache-size-limit"],
   };
 }
 

@@ -7,6 +7,8 @@
  *
  * @module
  */
+import { redactUrlCredentials } from "../util/redact.ts";
+
 /**
  * gRPC status codes (the numbers are fixed by the gRPC protocol). Defined here rather than imported
  * from grpc-js so that pure code and its unit tests do not load the gRPC runtime.
@@ -82,6 +84,12 @@ export function unavailable(message: string, options?: ErrorOptions): CsiError {
  * (`TimeoutError`) is DEADLINE_EXCEEDED; anything else is INTERNAL (a bug).
  */
 export function toStatus(err: unknown, signal?: AbortSignal): { code: Code; message: string } {
+  const status = statusOf(err, signal);
+  // The message becomes the caller's error and an Event: no URL credentials (a proxy's) in it.
+  return { code: status.code, message: redactUrlCredentials(status.message) };
+}
+
+function statusOf(err: unknown, signal?: AbortSignal): { code: Code; message: string } {
   if (err instanceof CsiError) return { code: err.code, message: err.message };
   const message = err instanceof Error ? err.message : String(err);
   if (signal?.aborted) {

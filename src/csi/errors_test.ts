@@ -49,3 +49,12 @@ Deno.test("toStatus() maps what a cancelled or timed-out call throws", () => {
   timeout.name = "TimeoutError";
   assert.equal(toStatus(timeout).code, Code.DEADLINE_EXCEEDED);
 });
+
+Deno.test("toStatus(): no URL user or password in a status message (it becomes an Event)", () => {
+  const proxy = "http://proxyuser:proxypass@proxy.corp:3128";
+  for (const err of [failedPrecondition(`S3 unreachable through ${proxy}`), new Error(proxy)]) {
+    const { message } = toStatus(err);
+    assert.doesNotMatch(message, /proxyuser|proxypass/, message);
+    assert.match(message, /http:\/\/\[REDACTED\]@proxy\.corp:3128/);
+  }
+});

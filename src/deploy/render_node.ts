@@ -77,6 +77,11 @@ export function nodePluginEnv(v: DeployValues): EnvVar[] {
     optionFieldEnv(SPECS, BINARY, "node-id", "spec.nodeName"),
     optionEnv(SPECS, BINARY, "kubelet-path", n.kubeletPath),
     optionEnv(SPECS, BINARY, "mountpoint-namespace", v.mountpointPod.namespace),
+    // What a Mountpoint Pod must be (as the controller renders it) before it gets credentials.
+    optionEnv(SPECS, BINARY, "mountpoint-image", driverImage(v, "mounter")),
+    optionEnv(SPECS, BINARY, "mountpoint-command", v.mountpointPod.command),
+    optionEnv(SPECS, BINARY, "mountpoint-uid", v.mountpointPod.uid),
+    optionEnv(SPECS, BINARY, "mountpoint-cache-size-limit", v.mountpointPod.cacheSizeLimit),
     optionEnv(SPECS, BINARY, "metrics-port", n.metricsPort),
     ...(v.s3.endpointUrl ? [optionEnv(SPECS, BINARY, "s3-endpoint-url", v.s3.endpointUrl)] : []),
     optionEnv(SPECS, BINARY, "s3-region", v.s3.region),

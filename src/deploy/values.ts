@@ -12,6 +12,12 @@
  */
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
 import { DEFAULT_KUBELET_ROOT } from "../mppod/paths.ts";
+import { DEFAULT_CACHE_SIZE_LIMIT } from "../mppod/cache_volume.ts";
+import {
+  DEFAULT_MOUNTPOINT_COMMAND,
+  DEFAULT_MOUNTPOINT_UID,
+  DEFAULT_WORK_SIZE_LIMIT,
+} from "../mppod/pod_spec.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
 
 /** CPU/memory requests and limits of one container, as Kubernetes quantities. */
@@ -144,16 +150,51 @@ export interface DeployValues {
   };
   /** Resources of the node sidecars (registrar, livenessprobe). */
   sidecars: { resources: ResourceValues };
-  /** Mountpoint Pods: namespace, priority classes, uid, resources. */
+  /**
+   * Mountpoint Pods: namespace, priority classes, uid, command, resources, local disk. The node
+   * plugin gets the image, command and uid too: it refuses a pod that differs (someone else's pod
+   * under the expected name).
+   */
   mountpointPod: {
     /** Namespace of the Mountpoint Pods; created by the deployment. */
     namespace: string;
+    /**
+     * PriorityClasses of Mountpoint Pods: created by the deployment and, by an admission policy,
+     * usable only by pods of the driver's two namespaces.
+     */
     priorityClassName: string;
     preemptingPriorityClassName: string;
     headroomPriorityClassName: string;
     /** Non-root uid/gid of the Mountpoint container. */
     uid: number;
+    /** Entrypoint of the Mountpoint container (in the mounter image). */
+    command: string;
     resources: ResourceValues;
+    /**
+     * Size limit of each Mountpoint Pod's `work` emptyDir on the node's disk: the engine's HOME,
+     * rclone's files (its cache when the volume has no cache volume), the engine's session table
+     * (about 100 bytes per inode the kernel knows). Past it the kubelet evicts the pod.
+     */
+    workSizeLimit: string;
+    /**
+     * Size limit of a disk emptyDir cache whose PV names none (the deprecated `cache` mount
+     * option, or `cache: emptyDir` without `cacheEmptyDirSizeLimit`); the engine keeps its cache
+     * within 95 % of it. The container's `ephemeral-storage` limit is the work and cache limits
+     * plus 128Mi for its logs.
+     */
+    cacheSizeLimit: string;
+    /**
+     * Admission policy: in the Mountpoint namespace only the controller's ServiceAccount may
+     * create pods, and nobody else may change a pod's spec (Mountpoint Pod names are known in
+     * advance; the node plugin hands such a pod a FUSE connection and the volume's keys).
+     * Needs ValidatingAdmissionPolicy (Kubernetes ≥ 1.30).
+     */
+    restrictPodCreation: boolean;
+    /**
+     * Admission policy: pods outside the driver's namespace and the Mountpoint namespace may not
+     * use the Mountpoint PriorityClasses (to jump the queue or preempt others).
+     */
+    restrictPriorityClasses: boolean;
   };
   /** Custom CA for the S3 endpoint. */
   tls: {
@@ -235,8 +276,13 @@ export function defaultValues(): DeployValues {
       priorityClassName: "mount-s3-critical",
       preemptingPriorityClassName: "mount-s3-preempting",
       headroomPriorityClassName: "mount-s3-headroom",
-      uid: 1000,
+      uid: DEFAULT_MOUNTPOINT_UID,
+      command: DEFAULT_MOUNTPOINT_COMMAND,
       resources: { requests: { cpu: "50m", memory: "64Mi" }, limits: {} },
+      workSizeLimit: DEFAULT_WORK_SIZE_LIMIT,
+      cacheSizeLimit: DEFAULT_CACHE_SIZE_LIMIT,
+      restrictPodCreation: true,
+      restrictPriorityClasses: true,
     },
     tls: { caCertConfigMap: "", caCertData: "" },
     proxy: { httpProxy: "", httpsProxy: "", noProxy: "" },

@@ -302,6 +302,21 @@ function semantic(v: DeployValues, problems: string[]): void {
   if (!Number.isInteger(v.mountpointPod.uid) || v.mountpointPod.uid <= 0) {
     problems.push(`mountpointPod.uid: must be a non-root uid (> 0), got ${v.mountpointPod.uid}`);
   }
+  if (!v.mountpointPod.command.startsWith("/")) {
+    problems.push(
+      `mountpointPod.command: must be an absolute path in the mounter image, got "${v.mountpointPod.command}"`,
+    );
+  }
+  for (const k of ["workSizeLimit", "cacheSizeLimit"] as const) {
+    const q = parseQuantity(String(v.mountpointPod[k]));
+    if (q === undefined || q < 2 ** 20) {
+      problems.push(
+        `mountpointPod.${k}: must be a size of at least 1Mi such as 256Mi or 10Gi, got ${
+          show(v.mountpointPod[k])
+        }`,
+      );
+    }
+  }
   name(v.s3CredentialSecret.name, DNS_SUBDOMAIN, "s3CredentialSecret.name", problems, true);
   for (const k of ["accessKeyId", "secretAccessKey", "sessionToken"] as const) {
     const key = v.s3CredentialSecret[k];

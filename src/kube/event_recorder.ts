@@ -13,6 +13,7 @@ import { NotFoundError } from "./errors.ts";
 import { EVENTS } from "./resources.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
+import { redactUrlCredentials } from "../util/redact.ts";
 import { kubeTime } from "./time.ts";
 
 /** Repeats inside this window update the existing Event instead of creating one. */
@@ -78,6 +79,7 @@ export class ApiEventRecorder implements EventRecorder {
     message: string,
     signal?: AbortSignal,
   ): Promise<void> {
+    message = redactUrlCredentials(message);
     const meta = obj.metadata ?? {};
     const namespace = meta.namespace ?? "default";
     const dedupeKey = `${meta.uid ?? `${namespace}/${meta.name}`}|${type}|${reason}|${message}`;

@@ -124,3 +124,14 @@ Deno.test("events: forget(uid) drops the deduplication of a deleted object", asy
   await recorder.record(POD("u1"), "Warning", "R", "m");
   assert.equal(events().length, 2);
 });
+
+Deno.test("events: no URL user or password in an Event's message", async () => {
+  const { recorder, events } = setup();
+  await recorder.record(
+    POD("u1"),
+    "Warning",
+    "ProvisioningFailed",
+    "S3 unreachable through http://proxyuser:proxypass@proxy.corp:3128",
+  );
+  assert.equal(events()[0]!.message, "S3 unreachable through http://[REDACTED]@proxy.corp:3128");
+});

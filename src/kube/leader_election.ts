@@ -18,8 +18,11 @@
  *   `leaseDuration − renewDeadline` before any other candidate can see the lease as expired: that
  *   margin absorbs a write that left just before the fence closed.
  * - A leader that sees another holder, or cannot renew before its validity ends, steps down
- *   ("lost"); callers exit so a fresh process contends again. On a graceful stop the lease is
- *   released (empty holder) so a successor need not wait.
+ *   ("lost"); callers exit so a fresh process contends again. The end of the validity is its own
+ *   timer, armed at `validFrom + renewDeadline` and moved on by each successful renewal: it stops
+ *   the leader's work and closes the write fence on time even when a renewal never returns (a
+ *   client that ignores its deadline), and a renewal that lands after it is ignored. On a graceful
+ *   stop the lease is released (empty holder) so a successor need not wait.
  *
  * @module
  */
@@ -29,7 +32,7 @@ import { LEASES } from "./resources.ts";
 import type { Lease } from "./types.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
-import { pause } from "../util/sleep.ts";
+import { aborted, pause } from "../util/sleep.ts";
 import { microTime } from "./time.ts";
 
 /** Options of {@link LeaderElector}. */
@@ -93,6 +96,8 @@ export class LeaderElector {
   #observed: { lease: Lease; record: string; at: number } | undefined;
   /** Monotonic time the last successful acquire/renew was sent, while leading. */
   #validFrom: number | undefined;
+  /** Bumped when leadership ends: a write sent in an earlier term no longer makes us leader. */
+  #term = 0;
 
   /** Create a candidate; nothing happens until {@link run}. */
   constructor(options: LeaderElectionOptions) {
@@ -145,19 +150,32 @@ export class LeaderElector {
     const leading = new AbortController();
     const onStop = () => leading.abort();
     signal.addEventListener("abort", onStop, { once: true });
+    // The step-down timer: at the end of the validity, whatever a renewal in flight is doing.
+    const expired = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        this.#endTerm();
+        expired.abort();
+        leading.abort();
+      }, Math.max(0, this.remainingMs()));
+    };
+    arm();
     const work = o.onStartedLeading(leading.signal).catch((err) => {
       this.#log.error("Leader work failed: {error}", { error: errorMessage(err) });
     });
+    const either = AbortSignal.any([signal, expired.signal]);
     let lost = false;
     while (!signal.aborted) {
       // Sleep one retry period, but never past the end of the validity.
-      await pause(Math.max(0, Math.min(o.retryPeriodMs, this.remainingMs())), signal);
+      await pause(Math.max(0, Math.min(o.retryPeriodMs, this.remainingMs())), either);
       if (signal.aborted) break;
       const remaining = this.remainingMs();
       let ok = false;
-      if (remaining > 0) {
-        ok = await this.#tryAcquireOrRenew(remaining, signal).catch((err) => {
-          if (!signal.aborted) {
+      if (remaining > 0 && !expired.signal.aborted) {
+        const renewal = this.#tryAcquireOrRenew(remaining, signal).catch((err) => {
+          if (!signal.aborted && !expired.signal.aborted) {
             this.#log.warn("Renewing lease {lease} failed: {error}", {
               lease: o.name,
               error: errorMessage(err),
@@ -165,16 +183,23 @@ export class LeaderElector {
           }
           return false;
         });
+        ok = await Promise.race([renewal, aborted(expired.signal).then(() => false)]);
       }
       if (signal.aborted) break;
+      if (expired.signal.aborted) {
+        lost = true;
+        break;
+      }
+      if (ok) arm();
       const holder = this.#observed?.lease.spec?.holderIdentity;
       if (!ok && (this.remainingMs() <= 0 || (holder && holder !== o.identity))) {
         lost = true;
         break;
       }
     }
+    clearTimeout(timer);
     const stillValid = this.isLeader;
-    this.#validFrom = undefined;
+    this.#endTerm();
     if (lost) {
       this.#log.error(
         "{identity} lost the lease {lease} (not renewed within {deadline} ms, or taken over): stepping down",
@@ -189,6 +214,12 @@ export class LeaderElector {
     return "stopped";
   }
 
+  /** Leadership ends now: the write fence closes, and later answers to earlier writes count for nothing. */
+  #endTerm(): void {
+    this.#validFrom = undefined;
+    this.#term++;
+  }
+
   /**
    * One attempt to acquire or renew, bounded by the remaining validity while leading (else by the
    * renew deadline). True when this candidate holds the lease afterwards. {@link run} calls it;
@@ -201,6 +232,7 @@ export class LeaderElector {
 
   async #tryAcquireOrRenew(budgetMs: number, signal: AbortSignal): Promise<boolean> {
     const o = this.#o;
+    const term = this.#term;
     const bounded = AbortSignal.any([signal, AbortSignal.timeout(Math.max(1, budgetMs))]);
     const call = { signal: bounded, timeoutMs: Math.max(1, budgetMs) };
     const durationSeconds = Math.ceil(o.leaseDurationMs / 1000);
@@ -224,8 +256,7 @@ export class LeaderElector {
                 leaseTransitions: 0,
               },
             }, call);
-            this.#wrote(created, sentAt);
-            return true;
+            return this.#wrote(created, sentAt, term);
           } catch (err) {
             if (err instanceof AlreadyExistsError) return false;
             throw err;
@@ -256,8 +287,7 @@ export class LeaderElector {
       };
       const sentAt = this.#now();
       try {
-        this.#wrote(await o.client.update<Lease>(LEASES, next, call), sentAt);
-        return true;
+        return this.#wrote(await o.client.update<Lease>(LEASES, next, call), sentAt, term);
       } catch (err) {
         if (!(err instanceof ConflictError)) throw err;
         // Someone else wrote it meanwhile: read it again and decide once more.
@@ -274,9 +304,15 @@ export class LeaderElector {
     else this.#observed = { lease, record, at: this.#now() };
   }
 
-  #wrote(lease: Lease, sentAt: number): void {
+  /**
+   * Our write succeeded: remember the lease and start the validity at `sentAt`, unless the term it
+   * was sent in has ended meanwhile (then it counts for nothing: false).
+   */
+  #wrote(lease: Lease, sentAt: number, term: number): boolean {
     this.#observed = { lease, record: recordOf(lease), at: this.#now() };
+    if (term !== this.#term) return false;
     this.#validFrom = sentAt;
+    return true;
   }
 
   /** Give the lease up (empty holder, 1 s duration) so a successor need not wait. */

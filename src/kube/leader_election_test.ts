@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
+import FakeTimers from "@sinonjs/fake-timers";
 import type { CallOptions, KubeClient, KubeObject } from "./client.ts";
 import { FakeKubeClient } from "./fake_client.ts";
 import { leaderElectionProblem, LeaderElector } from "./leader_election.ts";
 import { LEASES } from "./resources.ts";
 import type { Lease } from "./types.ts";
+import { aborted } from "../util/sleep.ts";
 
 const TIMING = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
 
@@ -227,4 +229,117 @@ Deno.test("leader election: stopping releases the lease so a successor need not 
   assert.equal(await outcome, "stopped");
   const lease = (await client.get<Lease>(LEASES, "l", "n"))!;
   assert.equal(lease.spec.holderIdentity, "");
+});
+
+/** A client whose lease updates never return once `hang` is set: they ignore their deadline. */
+class DeafClient extends FakeKubeClient {
+  hang = false;
+  hungCalls = 0;
+  override update<T extends KubeObject>(
+    r: Parameters<FakeKubeClient["update"]>[0],
+    obj: T,
+    _opts: CallOptions & { subresource?: "status" } = {},
+  ): Promise<T> {
+    if (!this.hang) return super.update(r, obj);
+    this.hungCalls++;
+    return new Promise(() => {});
+  }
+}
+
+Deno.test("leader election: a renewal that never returns still steps down at validFrom + renewDeadline (fake timers)", async () => {
+  const clock = FakeTimers.withGlobal(globalThis).install({
+    toFake: ["setTimeout", "clearTimeout"],
+  });
+  try {
+    const client = new DeafClient();
+    let work: AbortSignal | undefined;
+    let stoppedAt: number | undefined;
+    const e = new LeaderElector({
+      client,
+      namespace: "kube-system",
+      name: "lease",
+      identity: "a",
+      ...TIMING,
+      now: () => clock.now,
+      onStartedLeading: async (signal) => {
+        work = signal;
+        await aborted(signal);
+        stoppedAt = clock.now;
+      },
+    });
+    const stop = new AbortController();
+    let outcome: string | undefined;
+    const running = e.run(stop.signal).then((o) => (outcome = o));
+    await clock.tickAsync(0);
+    assert.ok(work && e.isLeader, "leading");
+    const validFrom = clock.now; // the acquisition was sent at once
+    client.hang = true; // from now on every renewal hangs, deaf to its deadline
+    await clock.tickAsync(TIMING.renewDeadlineMs - 1);
+    assert.ok(client.hungCalls >= 1, "a renewal is in flight and hangs");
+    assert.equal(work!.aborted, false, "still valid 1 ms before the deadline");
+    assert.equal(e.remainingMs(), 1);
+    await clock.tickAsync(1);
+    assert.equal(work!.aborted, true, "the work is told to stop at validFrom + renewDeadline");
+    assert.equal(e.isLeader, false, "the write fence is closed");
+    await clock.tickAsync(0);
+    assert.equal(stoppedAt, validFrom + TIMING.renewDeadlineMs);
+    assert.equal(outcome, "lost", "run() ends although the renewal never returned");
+    // deno-lint-ignore no-console
+    console.log(
+      `stepped down at validFrom + ${
+        stoppedAt! - validFrom
+      } ms (renewDeadline ${TIMING.renewDeadlineMs} ms) with ${client.hungCalls} renewal(s) still hanging`,
+    );
+    stop.abort();
+    await running;
+  } finally {
+    clock.uninstall();
+  }
+});
+
+Deno.test("leader election: a renewal that lands after the step-down does not make the candidate leader again", async () => {
+  const clock = FakeTimers.withGlobal(globalThis).install({
+    toFake: ["setTimeout", "clearTimeout"],
+  });
+  try {
+    let release: (() => void) | undefined;
+    const client = new (class extends FakeKubeClient {
+      late = false;
+      override update<T extends KubeObject>(
+        r: Parameters<FakeKubeClient["update"]>[0],
+        obj: T,
+        _opts: CallOptions & { subresource?: "status" } = {},
+      ): Promise<T> {
+        if (!this.late) return super.update(r, obj);
+        this.late = false;
+        // Answers, successfully, only when told to: after the validity ended.
+        return new Promise((resolve, reject) => {
+          release = () => super.update(r, obj).then(resolve, reject);
+        });
+      }
+    })();
+    const e = new LeaderElector({
+      client,
+      namespace: "kube-system",
+      name: "lease",
+      identity: "a",
+      ...TIMING,
+      now: () => clock.now,
+      onStartedLeading: (signal) => aborted(signal),
+    });
+    const stop = new AbortController();
+    const running = e.run(stop.signal);
+    await clock.tickAsync(0);
+    assert.equal(e.isLeader, true);
+    client.late = true;
+    await clock.tickAsync(TIMING.renewDeadlineMs);
+    assert.equal(e.isLeader, false);
+    assert.equal(await running, "lost");
+    release!();
+    await clock.tickAsync(0);
+    assert.equal(e.isLeader, false, "the late answer counts for nothing");
+    assert.equal(e.remainingMs(), 0);
+  } finally {
+    clock.uninstall();
+  }
 });

@@ -54,6 +54,14 @@ export const EPHEMERAL_CACHE_LABEL_VALUE = "local-ephemeral-cache";
  */
 export const CACHE_LIMIT_SHARE = 0.95;
 
+/**
+ * Default size limit of a disk emptyDir cache whose PV names none (the deprecated `cache` mount
+ * option, or `cache: emptyDir` without `cacheEmptyDirSizeLimit`); the deployment's
+ * `mountpointPod.cacheSizeLimit` (`--mountpoint-cache-size-limit` of the controller and the node
+ * plugin) overrides it.
+ */
+export const DEFAULT_CACHE_SIZE_LIMIT = "10Gi";
+
 /** A cache on an emptyDir. */
 export interface EmptyDirCache {
   readonly type: "emptyDir";
@@ -65,6 +73,8 @@ export interface EmptyDirCache {
   readonly medium?: "Memory";
   /** Enabled by the deprecated `cache` mount option. */
   readonly fromMountOption?: boolean;
+  /** The size limit is the default one ({@link withDefaultSizeLimit}), not the PV's. */
+  readonly defaultSizeLimit?: boolean;
 }
 
 /** A cache on a generic ephemeral volume (a PVC per Mountpoint Pod). */
@@ -205,6 +215,23 @@ export function cacheKey(cache: CacheConfig | undefined): string {
   return parts.join(";");
 }
 
+/**
+ * `cache` with `sizeLimit` when it is a disk emptyDir without a limit of its own: unbounded, it
+ * could fill the node's disk (the engine's default keeps only 5 % of the file system free, and a
+ * disk emptyDir reports the node's whole disk). Both sides apply it: the controller to the pod's
+ * volume, the node plugin to the engine's `--max-cache-size`. A tmpfs (`Memory`) cache is bounded by
+ * the pod's memory and an ephemeral volume by its size: both stay as they are.
+ */
+export function withDefaultSizeLimit(cache: CacheConfig, sizeLimit: string): CacheConfig {
+  if (cache.type !== "emptyDir" || cache.medium || cache.sizeLimitBytes !== undefined) return cache;
+  return {
+    ...cache,
+    sizeLimit,
+    sizeLimitBytes: positiveBytes("mountpoint-cache-size-limit", sizeLimit),
+    defaultSizeLimit: true,
+  };
+}
+
 /** The Mountpoint Pod volume of a cache (named {@link CACHE_VOLUME_NAME}). */
 export function cacheVolume(cache: CacheConfig): Record<string, unknown> {
   if (cache.type === "emptyDir") {
@@ -255,8 +282,13 @@ export function maxCacheSizeMiB(
     );
   }
   if (requestedMiB !== undefined && requestedMiB > limitMiB) {
+    const limit = cache.defaultSizeLimit
+      ? `the default cache size limit "${cache.sizeLimit}" (${limitMiB} MiB) of a cache without ${CACHE_ATTRIBUTES.emptyDirSizeLimit}`
+      : `${CACHE_ATTRIBUTES.emptyDirSizeLimit}="${cache.sizeLimit}" (${limitMiB} MiB)`;
     throw new CacheConfigError(
-      `Mount option max-cache-size=${requestedMiB} (MiB) exceeds ${CACHE_ATTRIBUTES.emptyDirSizeLimit}="${cache.sizeLimit}" (${limitMiB} MiB): lower max-cache-size or raise the limit`,
+      `Mount option max-cache-size=${requestedMiB} (MiB) exceeds ${limit}: lower max-cache-size or raise the limit${
+        cache.defaultSizeLimit ? ` (set ${CACHE_ATTRIBUTES.emptyDirSizeLimit})` : ""
+      }`,
     );
   }
   return Math.min(requestedMiB ?? safeMiB, safeMiB);

@@ -11,6 +11,10 @@
  * - a `comm` emptyDir (Memory, small) at `/comm`, where the mounter listens for the FUSE fd, and
  *   a `work` emptyDir at `/work`, the mounter's private working dir (engine HOME), so nothing of
  *   the engine lands next to the credentials and a restarted mounter starts clean;
+ * - bounded local disk: the `work` emptyDir has a size limit, a disk emptyDir cache always has one
+ *   (the PV's, else the configured default), and the container an `ephemeral-storage` limit that
+ *   adds them up with room for its logs — a pod that writes more is evicted by the kubelet, it
+ *   cannot fill the node's disk;
  * - with a local cache (PV attributes `cache: emptyDir|ephemeral`, see `cache_volume.ts`), a
  *   `cache` volume at `/cache` (an emptyDir with the volume's size limit and medium, or a generic
  *   ephemeral volume), named to the mounter by `MOUNTER_CACHE_DIR`; never the comm dir;
@@ -20,6 +24,11 @@
  * - a long termination grace so it outlives workloads on node drain;
  * - labels/annotations that tie it to its volume and attachment, and let cluster-autoscaler
  *   treat it like a DaemonSet pod.
+ *
+ * {@link mountpointPodInvariants} states, from the same constants, what every such pod has whatever
+ * its volume: the node plugin checks a pod against it before it hands the pod credentials and a
+ * FUSE connection (`node/pod_invariants.ts`), so a pod someone else made under the expected name is
+ * refused.
  *
  * @module
  */
@@ -36,18 +45,33 @@ import {
   LABEL_MOUNTPOINT_VERSION,
 } from "./labels.ts";
 import { COMM_DIR, COMM_VOLUME_NAME, WORK_DIR, WORK_VOLUME_NAME } from "./paths.ts";
-import { nonNegativeQuantity } from "../kube/quantity.ts";
+import { bytesQuantity, nonNegativeQuantity } from "../kube/quantity.ts";
 import {
   CACHE_DIR,
   CACHE_VOLUME_NAME,
   type CacheConfig,
   CacheConfigError,
   cacheVolume,
+  DEFAULT_CACHE_SIZE_LIMIT,
   parseCacheConfig,
+  withDefaultSizeLimit,
 } from "./cache_volume.ts";
 
 /** Size limit of the comm emptyDir (socket, two small files, credentials). */
 export const COMM_SIZE_LIMIT = "10Mi";
+/**
+ * Default size limit of the `work` emptyDir: rclone's files without a cache (its metadata), the
+ * engine's session table (about 100 bytes per inode the kernel knows: tens of MiB), HOME.
+ */
+export const DEFAULT_WORK_SIZE_LIMIT = "256Mi";
+/** Room for the container's logs (the kubelet keeps up to 5 × 10 MiB) in its ephemeral-storage limit. */
+export const LOGS_EPHEMERAL_STORAGE = "128Mi";
+/** Default image of Mountpoint Pods (controller and node plugin `--mountpoint-image`). */
+export const DEFAULT_MOUNTPOINT_IMAGE = "ghcr.io/scality/s3-csi-mounter:latest";
+/** Default entrypoint of the Mountpoint container (`--mountpoint-command`). */
+export const DEFAULT_MOUNTPOINT_COMMAND = "/bin/s3-csi-mounter";
+/** Default non-root uid/gid of the Mountpoint container (`--mountpoint-uid`). */
+export const DEFAULT_MOUNTPOINT_UID = 1000;
 /** Name of the container in Mountpoint Pods. */
 export const MOUNTPOINT_CONTAINER = "mountpoint";
 /** Where a custom CA bundle is mounted in Mountpoint Pods. */
@@ -68,6 +92,109 @@ export const RESOURCE_ATTRIBUTES = {
 /** PV volume attribute naming the Mountpoint Pod's service account. */
 export const SERVICE_ACCOUNT_ATTRIBUTE = "mountpointPodServiceAccountName";
 
+/** The mounter's environment variables in Mountpoint Pods. */
+export const MOUNTER_ENV = {
+  commDir: "MOUNTER_COMM_DIR",
+  workDir: "MOUNTER_WORK_DIR",
+  drainGrace: "MOUNTER_DRAIN_GRACE",
+  cacheDir: "MOUNTER_CACHE_DIR",
+  caBundle: "MOUNTER_CA_BUNDLE",
+} as const;
+
+/** Labels with a fixed value on every Mountpoint Pod. */
+export const MOUNTPOINT_POD_LABELS: Readonly<Record<string, string>> = {
+  "app.kubernetes.io/name": "s3-csi-mountpoint",
+  [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD,
+};
+
+/** The container command the controller renders for `--mountpoint-command`. */
+export function mountpointCommand(command: string): string[] {
+  return [command];
+}
+
+/** A volume a Mountpoint Pod may have. */
+export interface AllowedVolume {
+  /** Volume sources it may be (`emptyDir`, `ephemeral`, `configMap`). */
+  readonly sources: readonly string[];
+  /** Where the container mounts it. */
+  readonly mountPath: string;
+  /** Every Mountpoint Pod has it. */
+  readonly required: boolean;
+  /** Mounted read-only. */
+  readonly readOnly: boolean;
+}
+
+/** What every Mountpoint Pod the controller makes has, whatever volume it serves. */
+export interface MountpointPodInvariants {
+  /** The one container's name. */
+  readonly container: string;
+  readonly image: string;
+  readonly command: readonly string[];
+  /** The container's user and group (also the pod's `fsGroup`). */
+  readonly uid: number;
+  /** The volumes it may have, by name. */
+  readonly volumes: Readonly<Record<string, AllowedVolume>>;
+  /** Labels with a fixed value. */
+  readonly labels: Readonly<Record<string, string>>;
+  /** Labels it always has, whatever their value. */
+  readonly labelKeys: readonly string[];
+  /** Environment variables the container may have: the fixed value, or undefined for any. */
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+/** The volumes of Mountpoint Pods, with their mount paths. */
+const VOLUMES: Readonly<Record<string, AllowedVolume>> = {
+  [COMM_VOLUME_NAME]: {
+    sources: ["emptyDir"],
+    mountPath: COMM_DIR,
+    required: true,
+    readOnly: false,
+  },
+  [WORK_VOLUME_NAME]: {
+    sources: ["emptyDir"],
+    mountPath: WORK_DIR,
+    required: true,
+    readOnly: false,
+  },
+  [CACHE_VOLUME_NAME]: {
+    sources: ["emptyDir", "ephemeral"],
+    mountPath: CACHE_DIR,
+    required: false,
+    readOnly: false,
+  },
+  [CUSTOM_CA_VOLUME_NAME]: {
+    sources: ["configMap"],
+    mountPath: CUSTOM_CA_DIR,
+    required: false,
+    readOnly: true,
+  },
+};
+
+/**
+ * The invariants of the Mountpoint Pods that {@link mountpointPod} builds with `config` (only the
+ * image, command and uid vary with it).
+ */
+export function mountpointPodInvariants(
+  config: Pick<MountpointPodConfig, "image" | "command" | "uid">,
+): MountpointPodInvariants {
+  return {
+    container: MOUNTPOINT_CONTAINER,
+    image: config.image,
+    command: mountpointCommand(config.command),
+    uid: config.uid,
+    volumes: VOLUMES,
+    labels: MOUNTPOINT_POD_LABELS,
+    labelKeys: [LABEL_DRIVER_VERSION],
+    env: {
+      [MOUNTER_ENV.commDir]: COMM_DIR,
+      [MOUNTER_ENV.workDir]: WORK_DIR,
+      [MOUNTER_ENV.drainGrace]: undefined,
+      [MOUNTER_ENV.cacheDir]: CACHE_DIR,
+      [MOUNTER_ENV.caBundle]: CUSTOM_CA_FILE,
+    },
+  };
+}
+
 /** Cluster-wide settings for Mountpoint Pods (from the controller's flags). */
 export interface MountpointPodConfig {
   readonly namespace: string;
@@ -85,6 +212,13 @@ export interface MountpointPodConfig {
   readonly memoryLimit: string;
   /** ConfigMap with `ca-bundle.crt`, or "". */
   readonly caConfigMap: string;
+  /** Size limit of the `work` emptyDir. @default {@link DEFAULT_WORK_SIZE_LIMIT} */
+  readonly workSizeLimit?: string;
+  /**
+   * Size limit of a disk emptyDir cache whose PV sets none (the deprecated `cache` mount option,
+   * or `cache: emptyDir` without `cacheEmptyDirSizeLimit`). @default {@link DEFAULT_CACHE_SIZE_LIMIT}
+   */
+  readonly cacheSizeLimit?: string;
 }
 
 /** What one Mountpoint Pod serves. */
@@ -103,10 +237,27 @@ export class MountpointPodSpecError extends Error {
   override name = "MountpointPodSpecError";
 }
 
-function resources(config: MountpointPodConfig, attrs: Readonly<Record<string, string>>) {
+/**
+ * The container's `ephemeral-storage` limit: what the pod may write to the node's disk — the
+ * `work` emptyDir, a disk emptyDir cache and the container's logs (its root filesystem is
+ * read-only). The kubelet evicts the pod past it, or past an emptyDir's own limit.
+ */
+function ephemeralStorageLimit(workSizeLimit: string, cache: CacheConfig | undefined): string {
+  let bytes = nonNegativeQuantity(workSizeLimit)! + nonNegativeQuantity(LOGS_EPHEMERAL_STORAGE)!;
+  if (cache?.type === "emptyDir" && !cache.medium && cache.sizeLimitBytes !== undefined) {
+    bytes += cache.sizeLimitBytes;
+  }
+  return bytesQuantity(Math.ceil(bytes));
+}
+
+function resources(
+  config: MountpointPodConfig,
+  attrs: Readonly<Record<string, string>>,
+  ephemeralStorage: string,
+) {
   const out: { requests: Record<string, string>; limits: Record<string, string> } = {
     requests: {},
-    limits: {},
+    limits: { "ephemeral-storage": ephemeralStorage },
   };
   if (config.cpuRequest) out.requests.cpu = config.cpuRequest;
   if (config.memoryRequest) out.requests.memory = config.memoryRequest;
@@ -153,37 +304,39 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
   const uid = config.uid;
   const labels: Record<string, string> = {
     ...config.extraLabels,
-    "app.kubernetes.io/name": "s3-csi-mountpoint",
-    [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD,
+    ...MOUNTPOINT_POD_LABELS,
     [LABEL_DRIVER_VERSION]: config.driverVersion,
   };
   if (config.mountpointVersion) labels[LABEL_MOUNTPOINT_VERSION] = config.mountpointVersion;
+  const workSizeLimit = config.workSizeLimit || DEFAULT_WORK_SIZE_LIMIT;
   const volumes: Pod["spec"]["volumes"] = [
     { name: COMM_VOLUME_NAME, emptyDir: { medium: "Memory", sizeLimit: COMM_SIZE_LIMIT } },
-    { name: WORK_VOLUME_NAME, emptyDir: {} },
+    { name: WORK_VOLUME_NAME, emptyDir: { sizeLimit: workSizeLimit } },
   ];
-  const mounts = [
-    { name: COMM_VOLUME_NAME, mountPath: COMM_DIR },
-    { name: WORK_VOLUME_NAME, mountPath: WORK_DIR },
-  ];
-  const env = [
-    { name: "MOUNTER_COMM_DIR", value: COMM_DIR },
-    { name: "MOUNTER_WORK_DIR", value: WORK_DIR },
+  const mount = (name: string) => {
+    const v = VOLUMES[name]!;
+    return { name, mountPath: v.mountPath, ...(v.readOnly ? { readOnly: true } : {}) };
+  };
+  const mounts = [mount(COMM_VOLUME_NAME), mount(WORK_VOLUME_NAME)];
+  const env: { name: string; value: string }[] = [
+    { name: MOUNTER_ENV.commDir, value: COMM_DIR },
+    { name: MOUNTER_ENV.workDir, value: WORK_DIR },
     // On eviction (node drain) keep serving the workloads evicted alongside, until the node
     // plugin unmounts; 30 s before the grace ends the engine is stopped cleanly.
     {
-      name: "MOUNTER_DRAIN_GRACE",
+      name: MOUNTER_ENV.drainGrace,
       value: `${Math.max(0, config.terminationGraceSeconds - 30)}s`,
     },
   ];
-  const cache = pvCache(target.volumeAttributes, target.mountOptions ?? []);
+  const pv = pvCache(target.volumeAttributes, target.mountOptions ?? []);
+  const cache = pv && withDefaultSizeLimit(pv, config.cacheSizeLimit || DEFAULT_CACHE_SIZE_LIMIT);
   if (cache) {
     volumes.push(cacheVolume(cache) as PodVolume);
-    mounts.push({ name: CACHE_VOLUME_NAME, mountPath: CACHE_DIR });
-    env.push({ name: "MOUNTER_CACHE_DIR", value: CACHE_DIR });
+    mounts.push(mount(CACHE_VOLUME_NAME));
+    env.push({ name: MOUNTER_ENV.cacheDir, value: CACHE_DIR });
   }
   if (config.caConfigMap) {
-    env.push({ name: "MOUNTER_CA_BUNDLE", value: CUSTOM_CA_FILE });
+    env.push({ name: MOUNTER_ENV.caBundle, value: CUSTOM_CA_FILE });
     volumes.push({
       name: CUSTOM_CA_VOLUME_NAME,
       configMap: {
@@ -191,13 +344,7 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         items: [{ key: "ca-bundle.crt", path: "ca-bundle.crt" }],
       },
     });
-    mounts.push(
-      {
-        name: CUSTOM_CA_VOLUME_NAME,
-        mountPath: CUSTOM_CA_DIR,
-        readOnly: true,
-      } as typeof mounts[number],
-    );
+    mounts.push(mount(CUSTOM_CA_VOLUME_NAME));
   }
   const serviceAccount = target.volumeAttributes[SERVICE_ACCOUNT_ATTRIBUTE];
   return {
@@ -249,9 +396,13 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         name: MOUNTPOINT_CONTAINER,
         image: config.image,
         imagePullPolicy: config.imagePullPolicy,
-        command: [config.command],
+        command: mountpointCommand(config.command),
         env,
-        resources: resources(config, target.volumeAttributes),
+        resources: resources(
+          config,
+          target.volumeAttributes,
+          ephemeralStorageLimit(workSizeLimit, cache),
+        ),
         securityContext: {
           allowPrivilegeEscalation: false,
           readOnlyRootFilesystem: true,

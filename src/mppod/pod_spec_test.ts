@@ -89,8 +89,48 @@ Deno.test("mountpointPod(): a cache volume at /cache, named to the mounter", () 
   const legacy = mountpointPod(CONFIG, target({}, ["allow-delete", "cache /var/tmp/c"]));
   assert.deepEqual(legacy.spec.volumes!.find((v) => v.name === "cache"), {
     name: "cache",
-    emptyDir: {},
+    emptyDir: { sizeLimit: "10Gi" },
   });
+});
+
+Deno.test("mountpointPod(): local disk is bounded — work and disk caches have a size limit, the container an ephemeral-storage limit over both and its logs", () => {
+  const limits = (pod: ReturnType<typeof mountpointPod>) => ({
+    work: pod.spec.volumes!.find((v) => v.name === "work")!.emptyDir,
+    cache: pod.spec.volumes!.find((v) => v.name === "cache")?.emptyDir,
+    container: pod.spec.containers[0]!.resources?.limits?.["ephemeral-storage"],
+  });
+  // Defaults: work 256Mi; logs 128Mi.
+  assert.deepEqual(limits(mountpointPod(CONFIG, target({}))), {
+    work: { sizeLimit: "256Mi" },
+    cache: undefined,
+    container: "384Mi",
+  });
+  // The deprecated cache mount option, and cache: emptyDir without a limit: the default limit.
+  for (
+    const t of [
+      target({}, ["cache /var/tmp/c"]),
+      target({ cache: "emptyDir" }),
+    ]
+  ) {
+    assert.deepEqual(limits(mountpointPod(CONFIG, t)), {
+      work: { sizeLimit: "256Mi" },
+      cache: { sizeLimit: "10Gi" },
+      container: `${10 * 1024 + 384}Mi`,
+    });
+  }
+  // The PV's limit, the configured sizes; a tmpfs cache counts as memory, not disk.
+  const sized = { ...CONFIG, workSizeLimit: "1Gi", cacheSizeLimit: "50Gi" };
+  assert.deepEqual(
+    limits(mountpointPod(sized, target({ cache: "emptyDir", cacheEmptyDirSizeLimit: "2Gi" }))),
+    { work: { sizeLimit: "1Gi" }, cache: { sizeLimit: "2Gi" }, container: `${3 * 1024 + 128}Mi` },
+  );
+  assert.deepEqual(limits(mountpointPod(sized, target({}, ["cache x"]))).cache, {
+    sizeLimit: "50Gi",
+  });
+  assert.deepEqual(
+    limits(mountpointPod(sized, target({ cache: "emptyDir", cacheEmptyDirMedium: "Memory" }))),
+    { work: { sizeLimit: "1Gi" }, cache: { medium: "Memory" }, container: `${1024 + 128}Mi` },
+  );
 });
 
 Deno.test("mountpointPod(): bad cache attributes stop the pod with the reason", () => {

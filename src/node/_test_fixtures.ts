@@ -10,12 +10,14 @@ import type { KubeObject } from "../kube/client.ts";
 import { PODS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { CUSTODY_SOCK, hostCommDir, MOUNT_ERROR, MOUNT_SOCK } from "../mppod/paths.ts";
-import {
-  ANNOTATION_MOUNT_PROTOCOLS,
-  formatProtocols,
-  OUR_PROTOCOLS,
-} from "../mppod/mount_protocol.ts";
+import { ANNOTATION_MOUNT_PROTOCOLS } from "../mppod/mount_protocol.ts";
 import { type MountMessage, parseMountMessage } from "../mppod/mount_message.ts";
+import {
+  mountpointPod,
+  type MountpointPodConfig,
+  type MountpointPodInvariants,
+  mountpointPodInvariants,
+} from "../mppod/pod_spec.ts";
 import { FakeFiles } from "../sys/fake_files.ts";
 import { FakeSys } from "../sys/fake_sys.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
@@ -66,6 +68,44 @@ export interface World extends AsyncDisposable {
    * `uid-a`; resolves with that workload's target of `pv-1`.
    */
   attachOne(): Promise<string>;
+}
+
+/** The controller's Mountpoint Pod settings in the unit tests. */
+export const POD_CONFIG: MountpointPodConfig = {
+  namespace: "mount-s3",
+  image: "s3-csi-mounter:test",
+  imagePullPolicy: "IfNotPresent",
+  command: "/bin/s3-csi-mounter",
+  driverVersion: "0.0.0-test",
+  mountpointVersion: "",
+  priorityClassName: "",
+  uid: 1000,
+  terminationGraceSeconds: 600,
+  extraLabels: {},
+  cpuRequest: "",
+  memoryRequest: "",
+  memoryLimit: "",
+  caConfigMap: "",
+};
+/** What the node plugin expects of Mountpoint Pods in the unit tests. */
+export const POD_INVARIANTS: MountpointPodInvariants = mountpointPodInvariants(POD_CONFIG);
+
+/** A Mountpoint Pod object as the controller renders it, on this node, in `phase`. */
+export function mountpointPodObject(name: string, phase = "Running"): KubeObject {
+  const pod = mountpointPod(POD_CONFIG, {
+    name,
+    attachmentName: `s3pa-${name}`,
+    spec: {
+      nodeName: NODE,
+      persistentVolumeName: "pv-1",
+      volumeID: "vol-pv-1",
+      mountOptions: "",
+      workloadFSGroup: "",
+      authenticationSource: "driver",
+    },
+    volumeAttributes: {},
+  });
+  return { ...pod, spec: { ...pod.spec, nodeName: NODE }, status: { phase } } as KubeObject;
 }
 
 const DRIVER_ENV: Record<string, string> = {
@@ -120,6 +160,7 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
     endpoint: "http://s3.local:9000",
     region: "us-east-1",
     readAheadKb: 1024,
+    mountpointPod: POD_INVARIANTS,
     timeouts: { attachmentMs: 300, podRunningMs: 300, connectMs: 300, readyMs: 300 },
     ...more,
   });
@@ -152,19 +193,10 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
       }),
     received,
     async addMountpointPod(name, phase = "Running", options = {}) {
-      const pod = await kube.create<KubeObject>(PODS, {
-        apiVersion: "v1",
-        kind: "Pod",
-        metadata: {
-          name,
-          namespace: "mount-s3",
-          ...(options.sessions
-            ? { annotations: { [ANNOTATION_MOUNT_PROTOCOLS]: formatProtocols(OUR_PROTOCOLS) } }
-            : {}),
-        },
-        spec: { nodeName: NODE, securityContext: { runAsUser: 1000, fsGroup: 1000 } },
-        status: { phase },
-      });
+      const object = mountpointPodObject(name, phase);
+      // A pod of an image before mount protocol 2 carries no protocols annotation.
+      if (!options.sessions) delete object.metadata!.annotations![ANNOTATION_MOUNT_PROTOCOLS];
+      const pod = await kube.create<KubeObject>(PODS, object);
       const uid = pod.metadata!.uid!;
       const comm = hostCommDir(ROOT, uid);
       files.addDir(comm);

@@ -10,6 +10,7 @@
  */
 import { hostCommDir, MOUNT_ERROR, MOUNT_EXIT } from "../mppod/paths.ts";
 import { type DirHandle, type Files, UnsafeEntryError } from "../sys/files.ts";
+import { redactUrlCredentials } from "../util/redact.ts";
 
 /** Bytes of `mount.error` read (its end: the engine's last words). */
 export const MOUNT_ERROR_READ_BYTES = 4096;
@@ -19,6 +20,10 @@ export const MOUNT_ERROR_READ_BYTES = 4096;
  * handshake needs).
  */
 export const SHORT_MESSAGE_CHARS = 400;
+
+/** AWS access key ids (`AKIA…` long-term, `ASIA…` temporary, …): 20 characters, a known prefix. */
+const AWS_KEY_ID_REGEXP =
+  /\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|APKA|AROA|ASCA)[A-Z0-9]{16}\b/g;
 
 /** Open the comm dir of the pod with UID `podUID`; undefined when it does not exist. */
 export function openCommDir(
@@ -62,10 +67,11 @@ export function reportForLog(text: string): string {
  * A short message for the workload's Events: the first line of `text` (the mounter's summary) and
  * its last (the engine's last words), without control characters or terminal escapes, at most
  * {@link SHORT_MESSAGE_CHARS} characters (a longer one loses its middle: engines end their
- * errors with the cause and the hint); `secrets` (e.g. the access key id) become `<redacted>`.
+ * errors with the cause and the hint); `secrets` (e.g. the access key id), anything shaped like an
+ * AWS access key id and the user and password of URLs (a proxy's) become `<redacted>`.
  */
 export function shortMessage(text: string, secrets: readonly string[] = []): string {
-  let clean = text
+  let clean = redactUrlCredentials(text).replace(AWS_KEY_ID_REGEXP, "<redacted>")
     // deno-lint-ignore no-control-regex
     .replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "")
     // deno-lint-ignore no-control-regex

@@ -153,6 +153,25 @@ export function credentialsEnv(commDir: string = COMM_DIR): string[] {
   ];
 }
 
+/** Bytes of the credentials file read back by {@link readAccessKeyId} (it is a few lines). */
+const CREDENTIALS_READ_BYTES = 8192;
+
+/**
+ * The access key id in the pod's credentials file (to redact it from what the pod reports), read
+ * bounded, never following a link; undefined when absent or unreadable. The pod may have changed
+ * the file: the value only ever hides text, it is never used as a credential.
+ */
+export async function readAccessKeyId(comm: DirHandle): Promise<string | undefined> {
+  try {
+    using dir = await comm.subdir(CREDENTIALS_DIR);
+    const text = await dir?.readFile(CREDENTIALS_FILE, { maxBytes: CREDENTIALS_READ_BYTES });
+    return /^aws_access_key_id=(\S+)$/m.exec(text ?? "")?.[1];
+  } catch (err) {
+    if (err instanceof UnsafeEntryError) return undefined;
+    throw err;
+  }
+}
+
 /**
  * Write the credential files into the comm dir's `credentials/` (created 0700 and owned by the
  * pod's user, through its descriptor), each 0600 and owned by the pod's user.
@@ -171,10 +190,12 @@ export async function writeCredentials(
 }
 
 /**
- * Remove the credential files and their directory from the comm dir, never following a link: a
- * link or file planted in place of the directory is removed itself; entries the pod added are
- * removed too (they are in its own volume); a subdirectory it added keeps the directory. Returns
- * whether anything was there.
+ * Remove the credential files and their directory from the comm dir, never following a link and
+ * never listing the directory (the pod can fill it with any number of names): the two files this
+ * plugin writes are unlinked by name, then the directory is removed if it is empty. Anything the
+ * pod added keeps it (it holds no credentials any more, and it goes with the pod's emptyDir). A
+ * link or file planted in place of the directory is removed itself. Returns whether anything was
+ * there.
  */
 export async function removeCredentials(comm: DirHandle): Promise<boolean> {
   let dir: DirHandle | undefined;
@@ -186,11 +207,12 @@ export async function removeCredentials(comm: DirHandle): Promise<boolean> {
   }
   if (!dir) return false;
   try {
-    for (const name of await dir.list()) {
-      await dir.remove(name).catch(() => false); // a subdirectory stays
+    for (const name of [CREDENTIALS_FILE, CONFIG_FILE]) {
+      await dir.remove(name).catch(() => false); // a directory planted there stays
     }
   } finally {
     dir.close();
   }
-  return await comm.remove(CREDENTIALS_DIR, { directory: true }).catch(() => true);
+  await comm.remove(CREDENTIALS_DIR, { directory: true }).catch(() => false); // ENOTEMPTY: left
+  return true;
 }

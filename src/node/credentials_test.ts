@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { CsiError } from "../csi/errors.ts";
-import { credentialsEnv, credentialsFileText, resolveCredentials } from "./credentials.ts";
+import { FakeFiles } from "../sys/fake_files.ts";
+import {
+  credentialsEnv,
+  credentialsFileText,
+  removeCredentials,
+  resolveCredentials,
+  writeCredentials,
+} from "./credentials.ts";
 
 const env = (vars: Record<string, string>) => (n: string) => vars[n];
 const DRIVER = env({ AWS_ACCESS_KEY_ID: "AKIADRIVER", AWS_SECRET_ACCESS_KEY: "drv/Secret+1=" });
@@ -75,4 +82,39 @@ Deno.test("credentialsEnv() points at the files inside the pod", () => {
     "AWS_PROFILE=s3-csi",
     "AWS_SHARED_CREDENTIALS_FILE=/comm/credentials/s3-csi-credentials",
   ]);
+});
+
+Deno.test("removeCredentials() unlinks the two files by name; what the pod added keeps the directory", async (t) => {
+  const creds = { source: "driver" as const, accessKeyId: "AKIAX", secretAccessKey: "s" };
+  const user = { uid: 1000, gid: 1000 };
+  await t.step("alone, the directory goes too", async () => {
+    const files = new FakeFiles();
+    files.addDir("/comm");
+    using comm = (await files.openDir("/comm"))!;
+    await writeCredentials(comm, creds, user);
+    assert.equal(await removeCredentials(comm), true);
+    assert.deepEqual(await files.readDir("/comm"), []);
+    assert.equal(await removeCredentials(comm), false, "nothing left: idempotent");
+  });
+  await t.step("names the pod added keep the directory, without the credentials", async () => {
+    const files = new FakeFiles();
+    files.addDir("/comm");
+    using comm = (await files.openDir("/comm"))!;
+    await writeCredentials(comm, creds, user);
+    await files.writeFile("/comm/credentials/planted-by-the-pod", "");
+    await files.mkdir("/comm/credentials/sub");
+    // (DirHandle has no way to list: the plugin only works with the names it wrote.)
+    assert.equal(await removeCredentials(comm), true);
+    assert.equal(await files.readTextFile("/comm/credentials/s3-csi-credentials"), undefined);
+    assert.equal(await files.readTextFile("/comm/credentials/s3-csi-config"), undefined);
+    assert.deepEqual(await files.readDir("/comm/credentials"), ["planted-by-the-pod", "sub"]);
+  });
+  await t.step("a link planted in place of the directory is removed itself", async () => {
+    const files = new FakeFiles();
+    files.addDir("/comm");
+    files.plant("/comm/credentials", { kind: "symlink", target: "/etc" });
+    using comm = (await files.openDir("/comm"))!;
+    assert.equal(await removeCredentials(comm), true);
+    assert.deepEqual(await files.readDir("/comm"), []);
+  });
 });

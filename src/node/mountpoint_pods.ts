@@ -24,7 +24,12 @@ export interface MountpointPod extends KubeObject {
   spec?: {
     nodeName?: string;
     securityContext?: { runAsUser?: number; runAsGroup?: number; fsGroup?: number };
-    containers?: { name?: string; securityContext?: { runAsUser?: number; runAsGroup?: number } }[];
+    containers?: {
+      name?: string;
+      image?: string;
+      command?: string[];
+      securityContext?: { runAsUser?: number; runAsGroup?: number };
+    }[];
     volumes?: { name?: string; [k: string]: unknown }[];
   };
   status?: {

@@ -50,6 +50,11 @@ export interface NodeServiceDeps {
   readonly kubeletRoot: string;
   /** Engine of volumes that name none. @default DEFAULT_ENGINE */
   readonly defaultEngine?: Engine;
+  /**
+   * Size limit of a disk emptyDir cache whose PV names none (the controller's
+   * `--mountpoint-cache-size-limit`). @default DEFAULT_CACHE_SIZE_LIMIT
+   */
+  readonly cacheSizeLimit?: string;
   /** Publish and unpublish work. */
   readonly publisher: Publisher;
   readonly sys: Sys;
@@ -97,7 +102,12 @@ export class NodeService implements Partial<NodeHandlers> {
     const t0 = performance.now();
     const { publisher, kubeletRoot, metrics } = this.#d;
     try {
-      const params = validatePublish(req, kubeletRoot, this.#d.defaultEngine);
+      const params = validatePublish(
+        req,
+        kubeletRoot,
+        this.#d.defaultEngine,
+        this.#d.cacheSizeLimit,
+      );
       const outcome = await publisher.publish(params, req.secrets, context?.signal);
       log.info("Published volume {volumeId} on {target} ({outcome})", {
         volumeId: params.volumeId,

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { CsiError } from "../csi/errors.ts";
 import { SysError } from "../sys/errno.ts";
+import { hostCommDir, MOUNT_ERROR } from "../mppod/paths.ts";
 import { ROOT, world } from "./_test_fixtures.ts";
 
 Deno.test("NodeService.nodeGetInfo() returns the node id without topology", async () => {
@@ -65,5 +66,35 @@ Deno.test("NodeService.nodeGetVolumeStats() answers InvalidArgument for missing 
   await assert.rejects(
     svc.nodeGetVolumeStats({ volumeId: "v", volumePath: w.target("uid-a", "pv-1") }),
     code(5),
+  );
+});
+
+Deno.test("NodeService.nodeGetVolumeStats(): the pod's report loses the access key id and proxy credentials", async () => {
+  await using w = await world();
+  const svc = w.service();
+  const uid = await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const t = w.target("uid-a", "pv-1");
+  await svc.nodePublishVolume({
+    volumeId: "vol-pv-1",
+    targetPath: t,
+    volumeCapability: { mount: {}, accessMode: { mode: "SINGLE_NODE_WRITER" } },
+    volumeContext: { bucketName: "bucket-1" },
+  });
+  await w.files.writeFile(
+    `${hostCommDir(ROOT, uid)}/${MOUNT_ERROR}`,
+    "mount-s3 exited with code 1\n" +
+      "InvalidAccessKeyId: access key AKIATEST (also AKIAIOSFODNN7EXAMPLE) through proxy http://proxyuser:proxypass@proxy.local:3128 refused\n",
+  );
+  const r = await svc.nodeGetVolumeStats({ volumeId: "vol-pv-1", volumePath: t });
+  const message = r.volumeCondition?.message ?? "";
+  assert.equal(r.volumeCondition?.abnormal, true);
+  assert.match(message, /reported: mount-s3 exited/);
+  assert.doesNotMatch(message, /AKIATEST/, "the volume's access key id");
+  assert.doesNotMatch(message, /AKIAIOSFODNN7EXAMPLE/, "an AWS-shaped key id");
+  assert.doesNotMatch(message, /proxyuser|proxypass/, "the proxy's user and password");
+  assert.match(
+    message,
+    /access key <redacted> \(also <redacted>\) through proxy http:\/\/\[REDACTED\]@proxy\.local:3128/,
   );
 });

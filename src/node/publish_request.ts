@@ -29,8 +29,10 @@ import {
   CACHE_DIR,
   type CacheConfig,
   CacheConfigError,
+  DEFAULT_CACHE_SIZE_LIMIT,
   maxCacheSizeMiB,
   parseCacheConfig,
+  withDefaultSizeLimit,
 } from "../mppod/cache_volume.ts";
 import { engineOptionsProblem } from "../mppod/engine_support.ts";
 import { parseTargetPath } from "../mppod/paths.ts";
@@ -177,10 +179,13 @@ function checkCombinations(options: MountOptions): void {
 function applyCache(
   options: MountOptions,
   ctx: Readonly<Record<string, string>>,
+  cacheSizeLimit: string,
 ): CacheConfig | undefined {
   let cache: CacheConfig | undefined;
   try {
-    cache = parseCacheConfig(ctx, options.has("cache"));
+    const pv = parseCacheConfig(ctx, options.has("cache"));
+    // The controller gives the pod's cache volume this limit too (same function, same value).
+    cache = pv && withDefaultSizeLimit(pv, cacheSizeLimit);
     const requested = options.get("max-cache-size");
     if (!cache) {
       if (requested !== undefined) {
@@ -209,6 +214,7 @@ export function validatePublish(
   req: NodePublishVolumeRequest,
   kubeletRoot: string,
   defaultEngine: Engine = DEFAULT_ENGINE,
+  cacheSizeLimit: string = DEFAULT_CACHE_SIZE_LIMIT,
 ): PublishParams {
   const volumeId = checkVolumeId(req.volumeId);
   const { podUID, volumeName } = checkTargetPath(kubeletRoot, req.targetPath);
@@ -269,7 +275,7 @@ export function validatePublish(
   options.set("allow-other", true);
   options.set("force-path-style", true);
   checkCombinations(options);
-  const cache = applyCache(options, ctx);
+  const cache = applyCache(options, ctx, cacheSizeLimit);
   const problem = engineOptionsProblem(engine as Engine, options);
   if (problem) throw invalidArgument(problem);
   // What the mounter will check once the FUSE mount exists, checked now.

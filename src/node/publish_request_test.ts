@@ -313,10 +313,29 @@ Deno.test("validatePublish(): a local cache goes to /cache within the emptyDir's
   assert.equal(ephemeral.options.get("cache"), "/cache");
   assert.equal(ephemeral.options.has("max-cache-size"), false, "the engine keeps 5 % free");
 
-  // The deprecated mount option: an emptyDir without a limit, its path not used.
+  // The deprecated mount option: its path not used, an emptyDir with the default limit (as the
+  // controller gives the pod's volume), the engine's cache within it.
   const legacy = validatePublish(withFlags(["cache=/var/cache/x"]), ROOT);
   assert.equal(legacy.options.get("cache"), "/cache");
-  assert.deepEqual(legacy.cache, { type: "emptyDir", fromMountOption: true });
+  assert.deepEqual(legacy.cache, {
+    type: "emptyDir",
+    fromMountOption: true,
+    sizeLimit: "10Gi",
+    sizeLimitBytes: 10 * 2 ** 30,
+    defaultSizeLimit: true,
+  });
+  assert.equal(legacy.options.get("max-cache-size"), "9728", "95 % of the default 10Gi");
+  const unlimited = validatePublish(withFlags([], { cache: "emptyDir" }), ROOT, "mount-s3", "2Gi");
+  assert.equal(unlimited.options.get("max-cache-size"), "1945", "95 % of the configured 2Gi");
+  refuses(
+    withFlags(["max-cache-size=20000"], { cache: "emptyDir" }),
+    /max-cache-size=20000 \(MiB\) exceeds the default cache size limit "10Gi" \(10240 MiB\) of a cache without cacheEmptyDirSizeLimit/,
+  );
+  const tmpfs = validatePublish(
+    withFlags([], { cache: "emptyDir", cacheEmptyDirMedium: "Memory" }),
+    ROOT,
+  );
+  assert.equal(tmpfs.options.has("max-cache-size"), false, "a tmpfs cache keeps no default limit");
 
   for (
     const [flags, ctx, re] of [

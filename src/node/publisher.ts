@@ -58,6 +58,8 @@ import { renderArgs } from "./mount_options.ts";
 import { type MountpointPod, type MountpointPods, podUser } from "./mountpoint_pods.ts";
 import type { PublishParams } from "./publish_request.ts";
 import { sourceOf } from "./volume_stats.ts";
+import { checkMountpointPod } from "./pod_invariants.ts";
+import type { MountpointPodInvariants } from "../mppod/pod_spec.ts";
 
 const log = logger("node", "publisher");
 
@@ -120,6 +122,8 @@ export interface PublisherOptions {
   readonly region: string;
   /** Read-ahead of new source mounts in KiB (0: kernel default). */
   readonly readAheadKb: number;
+  /** What a Mountpoint Pod must be before it gets credentials and a FUSE connection. */
+  readonly mountpointPod: MountpointPodInvariants;
   readonly timeouts?: Partial<PublishTimeouts>;
 }
 
@@ -469,6 +473,7 @@ export class Publisher {
     try {
       // b.
       try {
+        checkMountpointPod(pod, this.#o.mountpointPod, who); // adoption by name: issue 23
         await writeCredentials(comm, creds, podUser(pod));
         await comm.remove(MOUNT_ERROR);
       } catch (err) {

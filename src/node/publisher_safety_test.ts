@@ -15,7 +15,7 @@ import { HealthChecker } from "./health.ts";
 import { MountpointPods } from "./mountpoint_pods.ts";
 import { validatePublish } from "./publish_request.ts";
 import { Publisher } from "./publisher.ts";
-import { ROOT, world } from "./_test_fixtures.ts";
+import { POD_INVARIANTS, ROOT, world } from "./_test_fixtures.ts";
 
 const req = (target: string) => ({
   volumeId: "vol-pv-1",
@@ -135,6 +135,7 @@ Deno.test("Publisher: without the API caches, mounted targets still answer and n
     endpoint: undefined,
     region: "us-east-1",
     readAheadKb: 0,
+    mountpointPod: POD_INVARIANTS,
     timeouts: { attachmentMs: 50 },
   });
   assert.equal(await cold.publish(validatePublish(req(t), ROOT), {}), "already-published");

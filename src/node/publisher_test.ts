@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { CsiError } from "../csi/errors.ts";
 import { PODS } from "../kube/resources.ts";
+import type { Pod } from "../kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../mppod/labels.ts";
 import { hostCommDir, sourceMountDir } from "../mppod/paths.ts";
 import { SysError } from "../sys/errno.ts";
@@ -236,4 +237,27 @@ Deno.test("Unmounter: startup never waits for a needs-unmount source in use; it 
   }
   assert.equal(findMount(w.sys.mounts, source), undefined, "unmounted in the background");
   await w.locks.run("mp-1", () => {});
+});
+
+Deno.test("Publisher: a Mountpoint Pod that is not what the controller renders gets no credentials and no FUSE connection", async () => {
+  await using w = await world();
+  const uid = await w.addMountpointPod("mp-1");
+  // Someone else's pod under the expected name: another image.
+  const pod = (await w.kube.get<Pod>(PODS, "mp-1", "mount-s3"))!;
+  pod.spec.containers[0]!.image = "attacker/keys:latest";
+  await w.kube.update(PODS, pod);
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const t = w.target("uid-a", "pv-1");
+  await until(() => w.pods.pod("mp-1")?.spec?.containers?.[0]?.image === "attacker/keys:latest");
+  await assert.rejects(
+    w.publisher.publish(validatePublish(req(t), ROOT), {}),
+    (e: unknown) =>
+      e instanceof CsiError && e.code === 9 &&
+      /Mountpoint Pod mount-s3\/mp-1 is not the pod the controller renders \(image is "attacker\/keys:latest", not "s3-csi-mounter:test"\)/
+        .test(e.message),
+  );
+  const comm = hostCommDir(ROOT, uid);
+  assert.equal(w.files.files.has(`${comm}/credentials/s3-csi-credentials`), false, "no keys");
+  assert.deepEqual(w.sys.callsOf("mountFuse"), [], "no FUSE mount");
+  assert.equal(w.received.get("mp-1"), undefined, "nothing sent to the pod");
 });

@@ -23,6 +23,7 @@ import { readCaBundle } from "../s3/ca_bundle.ts";
 import { RealFiles } from "../sys/files.ts";
 import { RealSys } from "../sys/sys.ts";
 import type { Engine } from "../mppod/mount_message.ts";
+import { mountpointPodInvariants } from "../mppod/pod_spec.ts";
 import type { ParsedConfig } from "../util/config.ts";
 import { errorMessage } from "../util/errors.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
@@ -84,6 +85,11 @@ export async function runNode(
     endpoint: config["s3-endpoint-url"],
     region: config["s3-region"],
     readAheadKb: config["read-ahead-kb"],
+    mountpointPod: mountpointPodInvariants({
+      image: config["mountpoint-image"],
+      command: config["mountpoint-command"],
+      uid: config["mountpoint-uid"],
+    }),
     timeouts: {
       attachmentMs: config["attachment-timeout"],
       podRunningMs: config["attachment-timeout"],
@@ -98,6 +104,7 @@ export async function runNode(
         nodeId: nodeName,
         kubeletRoot,
         defaultEngine: config["default-engine"] as Engine, // checked by the flag's choices
+        cacheSizeLimit: config["mountpoint-cache-size-limit"],
         publisher,
         sys,
         files,

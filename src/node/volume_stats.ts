@@ -18,6 +18,7 @@ import { DEFAULT_FS_NAME } from "../sys/mount.ts";
 import { findMount, type MountInfo } from "../sys/mountinfo.ts";
 import type { Sys } from "../sys/sys.ts";
 import { openCommDir, readMountError, shortMessage } from "./comm_dir.ts";
+import { readAccessKeyId } from "./credentials.ts";
 import type { HealthChecker } from "./health.ts";
 import { describePodState, type MountpointPods } from "./mountpoint_pods.ts";
 
@@ -100,7 +101,13 @@ export async function volumeStats(
     using comm = await openCommDir(deps.files, deps.kubeletRoot, uid).catch(() => undefined);
     const error = comm ? await readMountError(comm).catch(() => undefined) : undefined;
     if (error) {
-      return abnormal(`Mountpoint Pod ${ns}/${source.mpName} reported: ${shortMessage(error)}`);
+      // The message becomes an Event and `kubectl describe` text: not the volume's access key id.
+      const keyId = await readAccessKeyId(comm!).catch(() => undefined);
+      return abnormal(
+        `Mountpoint Pod ${ns}/${source.mpName} reported: ${
+          shortMessage(error, keyId ? [keyId] : [])
+        }`,
+      );
     }
   }
   return {

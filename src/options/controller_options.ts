@@ -8,11 +8,17 @@ import { endpointProblem } from "../csi/endpoint.ts";
 import type { OptionSpecs, ParsedConfig } from "../util/config.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
 import { PROVISIONING_OPTIONS } from "./provisioning_options.ts";
+import {
+  imageOrEmpty,
+  MOUNTPOINT_POD_OPTIONS,
+  positive,
+  positiveSize,
+} from "./mountpoint_pod_options.ts";
+import { DEFAULT_WORK_SIZE_LIMIT } from "../mppod/pod_spec.ts";
 import { nonNegativeQuantity } from "../kube/quantity.ts";
 
 const DNS_LABEL_REGEXP = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS_SUBDOMAIN_REGEXP = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
-const IMAGE_REGEXP = /^[a-zA-Z0-9][a-zA-Z0-9._\-/:@]*$/;
 
 function dnsLabel(v: string): string | undefined {
   return DNS_LABEL_REGEXP.test(v)
@@ -30,14 +36,6 @@ function quantityOrEmpty(v: string): string | undefined {
   return v === "" || nonNegativeQuantity(v) !== undefined
     ? undefined
     : `must be a Kubernetes quantity such as 100m or 64Mi, got "${v}"`;
-}
-
-function imageOrEmpty(v: string): string | undefined {
-  return v === "" || IMAGE_REGEXP.test(v) ? undefined : `must be an image reference, got "${v}"`;
-}
-
-function positive(v: number): string | undefined {
-  return v > 0 ? undefined : `must be greater than zero, got ${v}`;
 }
 
 function jsonLabels(v: string): string | undefined {
@@ -90,12 +88,14 @@ export const CONTROLLER_OPTIONS = {
     default: "",
     description: "Version of the FUSE engine in the Mountpoint image (label on Mountpoint Pods)",
   },
-  "mountpoint-image": {
+  ...MOUNTPOINT_POD_OPTIONS,
+  "mountpoint-work-size-limit": {
     type: "string",
-    env: "MOUNTPOINT_IMAGE",
-    default: "ghcr.io/scality/s3-csi-mounter:latest",
-    description: "Container image of the Mountpoint Pods",
-    validate: imageOrEmpty,
+    env: "MOUNTPOINT_WORK_SIZE_LIMIT",
+    default: DEFAULT_WORK_SIZE_LIMIT,
+    description:
+      "Size limit of the Mountpoint Pods' work emptyDir (engine HOME, rclone's files, the session table); the pod is evicted past it",
+    validate: positiveSize,
   },
   "mountpoint-image-pull-policy": {
     type: "string",
@@ -103,12 +103,6 @@ export const CONTROLLER_OPTIONS = {
     default: "IfNotPresent",
     choices: ["Always", "IfNotPresent", "Never"],
     description: "Image pull policy of the Mountpoint Pods",
-  },
-  "mountpoint-command": {
-    type: "string",
-    env: "MOUNTPOINT_COMMAND",
-    default: "/bin/s3-csi-mounter",
-    description: "Entrypoint of the Mountpoint container",
   },
   "mountpoint-priority-class-name": {
     type: "string",
@@ -144,13 +138,6 @@ export const CONTROLLER_OPTIONS = {
     default: "",
     description: "Extra labels for Mountpoint Pods, as a JSON object",
     validate: jsonLabels,
-  },
-  "mountpoint-uid": {
-    type: "integer",
-    env: "MOUNTPOINT_UID",
-    default: 1000,
-    description: "Non-root user and group (and fsGroup) of the Mountpoint container",
-    validate: positive,
   },
   "mountpoint-cpu-request": {
     type: "string",

@@ -9,6 +9,7 @@ import type { OptionSpecs } from "../util/config.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
 import { DEFAULT_KUBELET_ROOT } from "../mppod/paths.ts";
 import { DEFAULT_ENGINE, ENGINES } from "../mppod/mount_message.ts";
+import { MOUNTPOINT_POD_OPTIONS } from "./mountpoint_pod_options.ts";
 
 function absolutePath(value: string): string | undefined {
   return value.startsWith("/") ? undefined : `must be an absolute path, got "${value}"`;
@@ -42,6 +43,7 @@ export const NODE_OPTIONS = {
     default: DEFAULT_MOUNTPOINT_NAMESPACE,
     description: "Namespace of the Mountpoint Pods",
   },
+  ...MOUNTPOINT_POD_OPTIONS,
   "metrics-port": {
     type: "integer",
     env: "METRICS_PORT",

@@ -59,7 +59,9 @@ export interface ReadFileOptions {
 /**
  * An open directory. Names are single path components (no `/`, `.` or `..`). Nothing follows a
  * symbolic link, nothing blocks (FIFOs are refused before they are read, and the directory may not
- * be on a FUSE file system), and nothing reaches outside the directory.
+ * be on a FUSE file system), and nothing reaches outside the directory. There is no way to list
+ * it: its other writer can put any number of names there, so the node plugin only ever works with
+ * names it knows.
  */
 export interface DirHandle extends Disposable {
   /** The directory's path (for messages). */
@@ -89,8 +91,6 @@ export interface DirHandle extends Disposable {
   subdir(name: string, options?: { create?: { mode: number } }): Promise<DirHandle | undefined>;
   /** Change this directory's owner and mode (through its descriptor). */
   setOwner(uid: number, gid: number, mode: number): Promise<void>;
-  /** Names in this directory. */
-  list(): Promise<string[]>;
   /**
    * A path that reaches the unix socket `name` without following links (`/proc/self/fd/<n>` of an
    * `O_PATH` descriptor of it), for `connect(2)`; dispose it after connecting. Undefined when

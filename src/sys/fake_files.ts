@@ -339,11 +339,6 @@ export class FakeDir implements DirHandle {
     return Promise.resolve();
   }
 
-  /** {@inheritDoc DirHandle.list} */
-  list(): Promise<string[]> {
-    return Promise.resolve(this.fs.children(this.path));
-  }
-
   /** {@inheritDoc DirHandle.socketPath} */
   socketPath(name: string): Promise<(Disposable & { readonly path: string }) | undefined> {
     return this.entry(name).then((e) => {

@@ -48,7 +48,10 @@ export interface Files {
   readTextFile(path: string): Promise<string | undefined>;
   /** Remove a file or an empty directory (everything with `recursive`); false when absent. */
   remove(path: string, options?: { recursive?: boolean }): Promise<boolean>;
-  /** Names in a directory; empty when it does not exist. */
+  /**
+   * Names in a directory; empty when it does not exist. Reads them all at once: only for
+   * directories this process owns (never one a Mountpoint Pod can write, whose names are unbounded).
+   */
   readDir(path: string): Promise<string[]>;
   /** Change owner. */
   chown(path: string, uid: number, gid: number): Promise<void>;

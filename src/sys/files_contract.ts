@@ -57,7 +57,7 @@ export function filesContract(
     assert.deepEqual([e?.kind, e?.mode, e?.uid, e?.gid, e?.nlink], ["file", 0o600, 1000, 1000, 1]);
     await d.writeFile("creds", "again", { mode: 0o644 });
     assert.equal(await d.readFile("creds", { maxBytes: 100 }), "again");
-    assert.deepEqual(await d.list(), ["creds"], "no temporary file is left");
+    assert.deepEqual(await t.files.readDir(t.dir), ["creds"], "no temporary file is left");
     assert.equal(await d.readFile("missing", { maxBytes: 10 }), undefined);
     assert.equal(await d.entry("missing"), undefined);
   });

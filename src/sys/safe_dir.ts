@@ -378,13 +378,6 @@ export class RealDir implements DirHandle {
     });
   }
 
-  /** {@inheritDoc DirHandle.list} */
-  async list(): Promise<string[]> {
-    const names: string[] = [];
-    for await (const e of Deno.readDir(`/proc/self/fd/${this.#dirfd()}`)) names.push(e.name);
-    return names.sort();
-  }
-
   /** {@inheritDoc DirHandle.socketPath} */
   socketPath(name: string): Promise<(Disposable & { readonly path: string }) | undefined> {
     return Promise.resolve().then(() => {

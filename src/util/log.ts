@@ -20,6 +20,7 @@ import {
   type Sink,
 } from "@logtape/logtape";
 import type { OptionSpecs } from "./config.ts";
+import { REDACTED, redactUrlCredentials } from "./redact.ts";
 
 /** Root category of every logger in this project. */
 export const LOG_ROOT = "s3csi";
@@ -47,8 +48,7 @@ export const LOG_OPTIONS = {
   },
 } as const satisfies OptionSpecs;
 
-/** Placeholder written instead of a secret value. */
-export const REDACTED = "[REDACTED]";
+export { REDACTED, redactUrlCredentials };
 
 const SECRET_KEY_REGEXP =
   /^(secrets?|password|passwd|token|bearer|authorization|session_?token|secret_?access_?key|aws_secret_access_key|aws_session_token|access_?key_?secret|credentials?)$/i;
@@ -60,17 +60,20 @@ export function isSecretKey(key: string): boolean {
 
 /**
  * Deep copy of `value` with every value under a secret-looking key replaced by {@link REDACTED}.
- * Environment-style strings (`AWS_SECRET_ACCESS_KEY=...`) inside arrays are masked too.
+ * Environment-style strings (`AWS_SECRET_ACCESS_KEY=...`) inside arrays are masked too, and so are
+ * the user and password of URLs in any string ({@link redactUrlCredentials}).
  */
 export function redact(value: unknown, depth = 0): unknown {
   if (depth > 12) return "[…]";
   if (typeof value === "string") {
     const eq = value.indexOf("=");
     if (eq > 0 && isSecretKey(value.slice(0, eq))) return `${value.slice(0, eq)}=${REDACTED}`;
-    return value;
+    return redactUrlCredentials(value);
   }
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
-  if (value instanceof Error) return { name: value.name, message: value.message };
+  if (value instanceof Error) {
+    return { name: value.name, message: redactUrlCredentials(value.message) };
+  }
   if (value !== null && typeof value === "object") {
     if (value instanceof Uint8Array) return `<${value.byteLength} bytes>`;
     const out: Record<string, unknown> = {};

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { configureLogging, isSecretKey, logger, redact, REDACTED } from "./log.ts";
+import {
+  configureLogging,
+  isSecretKey,
+  logger,
+  redact,
+  REDACTED,
+  redactUrlCredentials,
+} from "./log.ts";
 
 Deno.test("redact() masks secret maps, credential env strings and nested secrets", () => {
   const request = {
@@ -64,4 +71,28 @@ Deno.test("configureLogging() honours the level and the text format", () => {
   logger("t").warn("shown {n}", { n: 1 });
   assert.equal(lines.length, 1);
   assert.match(lines[0]!, /WRN.*s3csi\.t.*shown 1/);
+});
+
+Deno.test("redact() and the sink drop the user and password of URLs (a proxy's), wherever they are", () => {
+  const proxy = "http://proxyuser:pr0xyP%40ss@proxy.corp:3128";
+  assert.equal(redactUrlCredentials(proxy), `http://${REDACTED}@proxy.corp:3128`);
+  assert.equal(
+    redactUrlCredentials("via https://u@h/p?q=a@b and http://plain:3128 and mail a@b.c"),
+    `via https://${REDACTED}@h/p?q=a@b and http://plain:3128 and mail a@b.c`,
+  );
+  const out = JSON.stringify(redact({
+    proxy,
+    env: [`HTTPS_PROXY=${proxy}`],
+    error: new Error(`connect to ${proxy} failed`),
+  }));
+  assert.doesNotMatch(out, /proxyuser|pr0xyP/);
+  const lines: string[] = [];
+  configureLogging({ level: "info", format: "json", write: (l) => lines.push(l) });
+  logger("test").info("Proxy {proxy} failed: {error}", {
+    proxy,
+    error: `dial ${proxy}: refused`,
+  });
+  assert.equal(lines.length, 1);
+  assert.doesNotMatch(lines[0]!, /proxyuser|pr0xyP/, lines[0]!);
+  assert.match(lines[0]!, /proxy\.corp:3128/);
 });

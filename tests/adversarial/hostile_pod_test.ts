@@ -13,7 +13,7 @@ import { Code } from "../../src/csi/errors.ts";
 import { PODS } from "../../src/kube/resources.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { sourceMountDir } from "../../src/mppod/paths.ts";
-import { runToEnd, waitFor } from "../_helpers.ts";
+import { exists, runToEnd, waitFor } from "../_helpers.ts";
 import { startNsMounter } from "../faults/_node_faults.ts";
 import {
   type Harness,
@@ -29,6 +29,8 @@ import {
   CRASH_SIGNS,
   exited,
   hostileMounter,
+  rssMiB,
+  rssPeak,
   snapshotDir,
   threadsOf,
   timed,
@@ -204,6 +206,87 @@ adversarialTest(
     }
     assert.equal(await snapshotDir(victim.commDir), before, "the other pod's dir is untouched");
     await secret.check();
+  },
+);
+
+/** Empty files the adversary plants in `credentials/` (free of tmpfs pages: names only). */
+const PLANTED_FILES = 300_000;
+/** Peak memory growth of the node plugin the clean-up may cause (listing them took ~100 MiB). */
+const CLEANUP_GROWTH_MIB = 24;
+
+adversarialTest(
+  `clean-up after a failed publish with ${PLANTED_FILES} long names planted in credentials/: the node plugin never lists them, its memory stays bounded`,
+  async (h) => {
+    const csi = client(h);
+    const failedPublish = async (mp: { name: string }, n: string) => {
+      await publishTarget(h, mp.name, `pv-${n}`, `uid-${n}`);
+      const r = await timed(csi.node.nodePublishVolume(h.publishRequest(`uid-${n}`, `pv-${n}`)));
+      assert.equal(
+        r.error?.code,
+        Code.FAILED_PRECONDITION,
+        r.error?.details ?? "the publish failed",
+      );
+      assert.match(r.error!.details!, /mount\.error.* refused/);
+      return r.ms;
+    };
+    // Warm up the same path (a failed publish and its clean-up) on a pod that plants nothing.
+    await failedPublish(await h.mountpointPod("mp-warm", { mounter: hostileMounter("fifo") }), "w");
+    const mp = await h.mountpointPod("mp-names", { mounter: hostileMounter("fifo") });
+    const name = "n".repeat(200);
+    const plant = asPodUser(
+      mp.commDir,
+      `mkdir -m 700 credentials && cd credentials && seq -f "${name}%.0f" 1 ${PLANTED_FILES} | xargs touch`,
+    );
+    assert.equal((await plant.child.status).code, 0, plant.stderr());
+    let planted = 0;
+    for await (const _ of Deno.readDir(`${mp.commDir}/credentials`)) planted++;
+    assert.equal(planted, PLANTED_FILES, "the names are planted");
+    const pid = h.node.child.pid;
+    const before = await rssMiB(pid);
+    let ms: number;
+    let peak: number;
+    {
+      await using sampler = rssPeak(pid);
+      ms = await failedPublish(mp, "n");
+      peak = await sampler.peak();
+    }
+    const after = await rssMiB(pid);
+    csi.close();
+    const growth = peak - before;
+    // deno-lint-ignore no-console
+    console.log(
+      `node plugin memory with ${PLANTED_FILES} planted names: RSS ${before} → peak ${peak} → ${after} MiB (growth ${
+        Math.max(0, growth).toFixed(1)
+      } MiB, bound ${CLEANUP_GROWTH_MIB} MiB); failed publish answered in ${Math.round(ms)} ms`,
+    );
+    assert.ok(growth < CLEANUP_GROWTH_MIB, `peak memory grew by ${growth.toFixed(1)} MiB`);
+    const creds = `${mp.commDir}/credentials`;
+    assert.equal(await exists(`${creds}/s3-csi-credentials`), false, "the credentials are gone");
+    assert.equal(await exists(`${creds}/s3-csi-config`), false, "the config is gone");
+  },
+);
+
+adversarialTest(
+  "adoption by name: a pod under the Mountpoint Pod's name with another image gets no credentials and no FUSE connection",
+  async (h) => {
+    // Someone who can create pods in the namespace made the pod (the admission policy refuses
+    // that in a cluster): its image is not the one the node plugin was given.
+    const mp = await h.mountpointPod("mp-adopted", {
+      mounter: hostileMounter("fifo"),
+      edit: (pod) => (pod.spec.containers[0]!.image = "attacker.example/keys:latest"),
+    });
+    const t = await publishTarget(h, mp.name, "pv-a", "uid-a");
+    const csi = client(h);
+    const r = await timed(csi.node.nodePublishVolume(h.publishRequest("uid-a", "pv-a")));
+    csi.close();
+    assert.equal(r.error?.code, Code.FAILED_PRECONDITION);
+    assert.match(
+      r.error!.details!,
+      /Mountpoint Pod mount-s3\/mp-adopted is not the pod the controller renders \(image is "attacker\.example\/keys:latest", not "[^"]+"\): it gets no credentials and no FUSE connection/,
+    );
+    assert.equal(await exists(`${mp.commDir}/credentials/s3-csi-credentials`), false, "no keys");
+    assert.doesNotMatch(mp.mounter.stdout(), /received/, "no FUSE fd was sent");
+    assert.deepEqual(await h.ourMounts(), [], `nothing mounted (${t} neither)`);
   },
 );
 

@@ -247,6 +247,19 @@ for (const [variant, values] of Object.entries(VARIANTS)) {
       env.get(CONTROLLER_OPTIONS["mountpoint-namespace"].env),
       values.mountpointPod.namespace,
     );
+    // The node plugin checks Mountpoint Pods against the controller's settings: the same values.
+    const nodeEnv = new Map((container(ds, "s3-plugin").env ?? []).map((e) => [e.name, e.value]));
+    for (
+      const o of [
+        "mountpoint-image",
+        "mountpoint-command",
+        "mountpoint-uid",
+        "mountpoint-cache-size-limit",
+      ] as const
+    ) {
+      assert.ok(env.get(CONTROLLER_OPTIONS[o].env), o);
+      assert.equal(nodeEnv.get(NODE_OPTIONS[o].env), env.get(CONTROLLER_OPTIONS[o].env), o);
+    }
     if (variant === "defaults") {
       assert.equal(
         container(ds, "s3-plugin").image,

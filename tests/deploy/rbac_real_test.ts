@@ -11,6 +11,11 @@
  * 2. The node plugin's Node patch, with a real bound token of a pod on node A (TokenRequest): it
  *    removes the agent-not-ready taint from node A through the node plugin's own code, and the
  *    admission policy refuses everything else — node B, other taints, labels, cordoning.
+ * 3. The Mountpoint admission policies: in the Mountpoint namespace only the controller's token
+ *    creates a pod (another identity with RBAC to do it, and the cluster admin, are refused with the
+ *    policy's message), nobody else changes a pod's image or adds an ephemeral container
+ *    (annotations stay open); a pod of another namespace naming the Mountpoint PriorityClass is
+ *    refused.
  *
  * Skips (printed) without `KUBE_REAL_KUBECONFIG`: the API emulator neither authorizes nor admits.
  *
@@ -21,20 +26,32 @@ import { GROUP } from "../../src/api/group_version.ts";
 import { S3PA_PLURAL } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import {
   CONTROLLER_SERVICE_ACCOUNT,
+  MOUNTPOINT_POD_POLICY,
   NODE_SERVICE_ACCOUNT,
+  PRIORITY_CLASS_POLICY,
   PROVISIONER_SERVICE_ACCOUNT,
 } from "../../src/deploy/names.ts";
 import { PROVISIONER_PERMISSIONS } from "../../src/deploy/render_rbac.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
 import { ApiError } from "../../src/kube/errors.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
-import { NODES, PODS, type Resource, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
+import {
+  NAMESPACES,
+  NODES,
+  PODS,
+  type Resource,
+  ROLE_BINDINGS,
+  ROLES,
+  SERVICE_ACCOUNTS,
+  VALIDATING_ADMISSION_POLICIES,
+} from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import type { Node, Pod } from "../../src/kube/types.ts";
 import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
 import { removeAgentNotReadyTaint } from "../../src/node/taint.ts";
 import { waitFor } from "../_helpers.ts";
-import { KubeHttp } from "../kube_contract/kube_http.ts";
+import { KubeHttp, loadTarget } from "../kube_contract/kube_http.ts";
+import { mountpointPod } from "../../src/mppod/pod_spec.ts";
 import { deployCluster, runTask } from "./_deploy_cluster.ts";
 import { scanApiCalls } from "./_api_calls.ts";
 import { realTierSkipReason, testOrSkip } from "../_helpers.ts";
@@ -326,6 +343,225 @@ testOrSkip(realTierSkipReason(), {
     } finally {
       await tokenClient?.close();
       for (const n of [nodeA, nodeB]) await c.client.delete(NODES, n).catch(() => {});
+    }
+  },
+});
+
+/** A token of ServiceAccount `ns/sa` (TokenRequest), as its pods get. */
+async function tokenOf(client: KubeClient, ns: string, sa: string): Promise<string> {
+  await waitFor(
+    `ServiceAccount ${ns}/${sa}`,
+    () => client.get(SERVICE_ACCOUNTS, sa, ns),
+    { timeoutMs: 30_000, intervalMs: 200 },
+  );
+  const review = await client.create<KubeObject & { status?: { token: string } }>({
+    group: "",
+    version: "v1",
+    plural: `serviceaccounts/${sa}/token`,
+    kind: "TokenRequest",
+    namespaced: true,
+  }, {
+    apiVersion: "authentication.k8s.io/v1",
+    kind: "TokenRequest",
+    metadata: { namespace: ns },
+    spec: { expirationSeconds: 600 },
+  });
+  return review.status!.token;
+}
+
+testOrSkip(realTierSkipReason(), {
+  name:
+    "admission (real kube-apiserver): only the controller creates pods in the Mountpoint namespace; nobody else changes their spec; the Mountpoint PriorityClasses stay in the driver's namespaces",
+  async fn() {
+    await using c = await deployCluster("real");
+    const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
+    assert.equal(up.code, 0, up.stderr);
+    const ns = c.objects.find((o) => o.kind === "ServiceAccount")!.metadata.namespace!;
+    const mpNs = c.objects.find((o) =>
+      o.kind === "Namespace" && o.metadata.name.endsWith("-mp")
+    )!.metadata.name;
+    const critical = c.objects.find((o) =>
+      o.kind === "PriorityClass" && o.metadata.name.endsWith("-critical")
+    )!.metadata.name;
+    const tenant = `${mpNs.replace(/-mp$/, "")}-tenant`;
+    const admin = await loadTarget("admin", c.kubeconfig);
+    const as = (name: string, token?: string) =>
+      new KubeHttp(token ? { name, server: admin.server, insecure: true, token } : admin);
+    const http = {
+      admin: as("admin"),
+      controller: as("controller", await tokenOf(c.client, ns, CONTROLLER_SERVICE_ACCOUNT)),
+      intruder: undefined as KubeHttp | undefined,
+    };
+    try {
+      // Someone with RBAC to create, change and debug pods in the Mountpoint namespace.
+      await c.client.create(SERVICE_ACCOUNTS, { metadata: { name: "intruder", namespace: mpNs } });
+      await c.client.create(ROLES, {
+        metadata: { name: "intruder", namespace: mpNs },
+        rules: [{
+          apiGroups: [""],
+          resources: ["pods", "pods/ephemeralcontainers"],
+          verbs: ["create", "get", "update", "patch", "delete"],
+        }],
+      } as KubeObject);
+      await c.client.create(ROLE_BINDINGS, {
+        metadata: { name: "intruder", namespace: mpNs },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "intruder" },
+        subjects: [{ kind: "ServiceAccount", name: "intruder", namespace: mpNs }],
+      } as KubeObject);
+      http.intruder = as("intruder", await tokenOf(c.client, mpNs, "intruder"));
+      await c.client.create(NAMESPACES, { metadata: { name: tenant } });
+      for (const n of [mpNs, tenant]) {
+        await waitFor(
+          `ServiceAccount ${n}/default`,
+          () => c.client.get(SERVICE_ACCOUNTS, "default", n),
+          {
+            timeoutMs: 30_000,
+            intervalMs: 200,
+          },
+        );
+      }
+      // A Mountpoint Pod exactly as the controller renders it, under the name it would have.
+      const mp = mountpointPod({
+        namespace: mpNs,
+        image: "registry.example/s3-csi-mounter:test",
+        imagePullPolicy: "IfNotPresent",
+        command: "/bin/s3-csi-mounter",
+        driverVersion: "0.0.0",
+        mountpointVersion: "",
+        priorityClassName: critical,
+        uid: 1000,
+        terminationGraceSeconds: 600,
+        extraLabels: {},
+        cpuRequest: "",
+        memoryRequest: "",
+        memoryLimit: "",
+        caConfigMap: "",
+      }, {
+        name: `mp-${crypto.randomUUID().slice(0, 8)}`,
+        attachmentName: "s3pa-x",
+        spec: {
+          nodeName: "node-x",
+          persistentVolumeName: "pv-x",
+          volumeID: "vol-x",
+          mountOptions: "",
+          workloadFSGroup: "",
+          authenticationSource: "driver",
+        },
+        volumeAttributes: { bucketName: "b" },
+      });
+      const podsOf = (n: string) => `/api/v1/namespaces/${n}/pods`;
+      const create = (who: KubeHttp, n: string, body: unknown, dryRun = true) =>
+        who.request("POST", `${podsOf(n)}${dryRun ? "?dryRun=All" : ""}`, { body });
+      const refused = (
+        r: { status: number; body?: { message?: string } },
+        what: string,
+        message: RegExp,
+      ) => {
+        assert.equal(r.status, 403, `${what}: ${r.status} ${r.body?.message}`);
+        assert.match(r.body?.message ?? "", message, `${what}: ${r.body?.message}`);
+        // deno-lint-ignore no-console
+        console.log(`refused (${what}): ${r.body?.message}`);
+      };
+      const creation = new RegExp(
+        `only the S3 CSI controller \\(system:serviceaccount:${ns}:${CONTROLLER_SERVICE_ACCOUNT}\\) may create pods in namespace ${mpNs}`,
+      );
+      // The policy is loaded a moment after it was created: wait until it refuses.
+      let last = "";
+      await waitFor("the Mountpoint Pod admission policy to be in force", async () => {
+        const r = await create(http.intruder!, mpNs, mp);
+        last = `${r.status} ${r.body?.message ?? r.text.slice(0, 300)}`;
+        return r.status === 403 && creation.test(r.body?.message ?? "");
+      }, { timeoutMs: 30_000, intervalMs: 200 }).catch(async (err) => {
+        const policy = await c.client.get(VALIDATING_ADMISSION_POLICIES, MOUNTPOINT_POD_POLICY);
+        throw new Error(
+          `${err.message}; last answer: ${last}; policy status: ${JSON.stringify(policy?.status)}`,
+        );
+      });
+      refused(
+        await create(http.intruder, mpNs, mp),
+        "a Mountpoint Pod by another identity",
+        creation,
+      );
+      refused(
+        await create(http.admin, mpNs, mp),
+        "a Mountpoint Pod by the cluster admin",
+        creation,
+      );
+      // The controller creates it (for real: the next checks change it).
+      const made = await create(http.controller, mpNs, mp, false);
+      assert.equal(made.status, 201, `the controller's create: ${made.text}`);
+      const path = `${podsOf(mpNs)}/${mp.metadata.name}`;
+      const patch = (who: KubeHttp, body: unknown, sub = "") =>
+        who.request("PATCH", `${path}${sub}`, {
+          body,
+          contentType: "application/strategic-merge-patch+json",
+        });
+      refused(
+        await patch(http.intruder, {
+          spec: { containers: [{ name: "mountpoint", image: "attacker/keys:latest" }] },
+        }),
+        "another image by another identity",
+        new RegExp(
+          `only the S3 CSI controller may change the spec .* of pods in namespace ${mpNs}`,
+        ),
+      );
+      refused(
+        await patch(http.intruder, {
+          spec: {
+            ephemeralContainers: [{
+              name: "dbg",
+              image: "busybox",
+              targetContainerName: "mountpoint",
+              // Restricted, so that Pod Security does not refuse it first.
+              securityContext: {
+                runAsNonRoot: true,
+                runAsUser: 1000,
+                allowPrivilegeEscalation: false,
+                capabilities: { drop: ["ALL"] },
+                seccompProfile: { type: "RuntimeDefault" },
+              },
+            }],
+          },
+        }, "/ephemeralcontainers"),
+        "an ephemeral container",
+        new RegExp(`ephemeral containers may not be added to pods in namespace ${mpNs}`),
+      );
+      const annotated = await patch(http.intruder, {
+        metadata: { annotations: { "s3.csi.scality.com/no-new-workload": "true" } },
+      });
+      assert.equal(annotated.status, 200, `annotations stay open: ${annotated.text}`);
+      const after = await c.client.get<Pod>(PODS, mp.metadata.name!, mpNs);
+      assert.equal(after?.spec.containers[0]?.image, "registry.example/s3-csi-mounter:test");
+      await c.client.delete(PODS, mp.metadata.name!, mpNs);
+      // The PriorityClass: refused in any other namespace, for anyone.
+      const tenantPod = (priorityClassName?: string) => ({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "jumper" },
+        spec: {
+          ...(priorityClassName ? { priorityClassName } : {}),
+          containers: [{ name: "x", image: "busybox" }],
+        },
+      });
+      const reserved = new RegExp(
+        `PriorityClass ${critical} is reserved for the S3 CSI driver's Mountpoint Pods \\(namespaces ${ns}, ${mpNs}\\): pods of namespace ${tenant} may not use it`,
+      );
+      await waitFor("the PriorityClass admission policy to be in force", async () => {
+        const r = await create(http.admin, tenant, tenantPod(critical));
+        last = `${r.status} ${r.body?.message ?? r.text.slice(0, 300)}`;
+        return r.status === 403 && reserved.test(r.body?.message ?? "");
+      }, { timeoutMs: 30_000, intervalMs: 200 }).catch(async (err) => {
+        const policy = await c.client.get(VALIDATING_ADMISSION_POLICIES, PRIORITY_CLASS_POLICY);
+        throw new Error(
+          `${err.message}; last answer: ${last}; policy status: ${JSON.stringify(policy?.status)}`,
+        );
+      });
+      refused(await create(http.admin, tenant, tenantPod(critical)), "another namespace", reserved);
+      const plain = await create(http.admin, tenant, tenantPod());
+      assert.equal(plain.status, 201, `a pod without it is admitted: ${plain.text}`);
+    } finally {
+      for (const h of Object.values(http)) h?.close();
+      await c.client.delete(NAMESPACES, tenant).catch(() => {});
     }
   },
 });

@@ -18,9 +18,11 @@ import {
   ANNOTATION_RBAC_FOR,
   CONTROLLER_DEPLOYMENT,
   CONTROLLER_SERVICE_ACCOUNT,
+  MOUNTPOINT_POD_POLICY,
   NODE_DAEMONSET,
   NODE_POLICY,
   NODE_SERVICE_ACCOUNT,
+  PRIORITY_CLASS_POLICY,
   PROVISIONER_DEPLOYMENT,
   PROVISIONER_SERVICE_ACCOUNT,
 } from "../../src/deploy/names.ts";
@@ -243,9 +245,12 @@ Deno.test("rbac: one ServiceAccount per component; the reconciler can read no Se
 });
 
 Deno.test("rbac: the node plugin's Node patch is narrowed by an admission policy, in place before the DaemonSet", () => {
-  const policy = objects.find((o) => o.kind === "ValidatingAdmissionPolicy")!;
-  const binding = objects.find((o) => o.kind === "ValidatingAdmissionPolicyBinding")!;
-  assert.equal(policy.metadata.name, NODE_POLICY);
+  const policy = objects.find((o) =>
+    o.kind === "ValidatingAdmissionPolicy" && o.metadata.name === NODE_POLICY
+  )!;
+  const binding = objects.find((o) =>
+    o.kind === "ValidatingAdmissionPolicyBinding" && o.metadata.name === NODE_POLICY
+  )!;
   const spec = policy.spec as {
     failurePolicy: string;
     matchConstraints: { resourceRules: { resources: string[]; operations: string[] }[] };
@@ -267,5 +272,65 @@ Deno.test("rbac: the node plugin's Node patch is narrowed by an admission policy
   assert.ok(at(policy) < at(binding) && at(binding) < at(ds), "policy, binding, then DaemonSet");
   // Turned off, nothing is rendered.
   const off = renderManifests(resolveValues({ node: { restrictNodeUpdates: false } }));
-  assert.ok(!off.some((o) => o.kind.startsWith("ValidatingAdmissionPolicy")));
+  assert.ok(
+    !off.some((o) =>
+      o.kind.startsWith("ValidatingAdmissionPolicy") && o.metadata.name === NODE_POLICY
+    ),
+  );
+});
+
+Deno.test("rbac: admission policies keep Mountpoint Pods to the controller and the Mountpoint PriorityClasses to the driver's namespaces", () => {
+  const named = (kind: string, name: string) =>
+    objects.find((o) => o.kind === kind && o.metadata.name === name)!;
+  const pods = named("ValidatingAdmissionPolicy", MOUNTPOINT_POD_POLICY).spec as {
+    failurePolicy: string;
+    matchConstraints: {
+      namespaceSelector: unknown;
+      resourceRules: { resources: string[]; operations: string[] }[];
+    };
+    matchConditions: { expression: string }[];
+  };
+  assert.equal(pods.failurePolicy, "Fail");
+  assert.deepEqual(pods.matchConstraints.namespaceSelector, {
+    matchLabels: { "kubernetes.io/metadata.name": values.mountpointPod.namespace },
+  });
+  assert.deepEqual(pods.matchConstraints.resourceRules.map((r) => [r.resources, r.operations]), [
+    [["pods", "pods/ephemeralcontainers"], ["CREATE", "UPDATE"]],
+  ]);
+  assert.equal(
+    pods.matchConditions[0]!.expression,
+    `request.userInfo.username != 'system:serviceaccount:${values.namespace}:${CONTROLLER_SERVICE_ACCOUNT}'`,
+  );
+  const classes = named("ValidatingAdmissionPolicy", PRIORITY_CLASS_POLICY).spec as {
+    matchConstraints: { namespaceSelector: unknown };
+    matchConditions: { expression: string }[];
+  };
+  assert.deepEqual(classes.matchConstraints.namespaceSelector, {
+    matchExpressions: [{
+      key: "kubernetes.io/metadata.name",
+      operator: "NotIn",
+      values: [values.namespace, values.mountpointPod.namespace],
+    }],
+  });
+  assert.match(
+    classes.matchConditions[0]!.expression,
+    /'mount-s3-critical', 'mount-s3-preempting'/,
+  );
+  for (const name of [MOUNTPOINT_POD_POLICY, PRIORITY_CLASS_POLICY]) {
+    assert.deepEqual(named("ValidatingAdmissionPolicyBinding", name).spec, {
+      policyName: name,
+      validationActions: ["Deny"],
+    });
+  }
+  // Before the controller, which creates the pods; each can be turned off.
+  const at = (o: Manifest) => objects.indexOf(o);
+  const binding = named("ValidatingAdmissionPolicyBinding", MOUNTPOINT_POD_POLICY);
+  assert.ok(at(binding) < at(named("Deployment", "s3-csi-controller")));
+  const off = renderManifests(resolveValues({
+    mountpointPod: { restrictPodCreation: false, restrictPriorityClasses: false },
+  }));
+  assert.deepEqual(
+    off.filter((o) => o.kind === "ValidatingAdmissionPolicy").map((o) => o.metadata.name),
+    [NODE_POLICY],
+  );
 });

@@ -82,6 +82,22 @@ Deno.test("values: each kind of invalid value gets a clear message naming its pa
       /^tls\.caCertData: needs tls\.caCertConfigMap/,
     ],
     [{ mountpointPod: { uid: 0 } }, /^mountpointPod\.uid: must be a non-root uid/],
+    [
+      { mountpointPod: { command: "s3-csi-mounter" } },
+      /^mountpointPod\.command: must be an absolute path/,
+    ],
+    [
+      { mountpointPod: { workSizeLimit: "lots" } },
+      /^mountpointPod\.workSizeLimit: must be a size of at least 1Mi/,
+    ],
+    [
+      { mountpointPod: { cacheSizeLimit: "1Ki" } },
+      /^mountpointPod\.cacheSizeLimit: must be a size of at least 1Mi/,
+    ],
+    [
+      { controller: { settings: { "mountpoint-command": "/x" } } },
+      /^controller\.settings\.mountpoint-command: set by the deployment itself/,
+    ],
     [{ customLabels: { "bad key!": "x" } }, /^customLabels: "bad key!" is not a valid label key/],
     [{ image: "ghcr.io/x:1" }, /^image: must be an object/],
   ];

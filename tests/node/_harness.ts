@@ -27,15 +27,19 @@ import { API_VERSION } from "../../src/api/group_version.ts";
 import { connectCsi, type CsiClient } from "../../src/csi/client.ts";
 import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import type { Pod } from "../../src/kube/types.ts";
 import { loadKubeConfig } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import { NAMESPACES, NODES, PODS, type Resource } from "../../src/kube/resources.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
+import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
 import {
-  COMPONENT_MOUNTPOINT_POD,
-  LABEL_COMPONENT,
-  TAINT_AGENT_NOT_READY,
-} from "../../src/mppod/labels.ts";
+  DEFAULT_MOUNTPOINT_COMMAND,
+  DEFAULT_MOUNTPOINT_IMAGE,
+  mountpointPod,
+  type MountpointPodConfig,
+} from "../../src/mppod/pod_spec.ts";
+import { DRIVER_VERSION } from "../../src/util/version.ts";
 import { hostCommDir } from "../../src/mppod/paths.ts";
 import {
   ANNOTATION_MOUNT_PROTOCOLS,
@@ -54,7 +58,7 @@ import {
   versitygwReason,
 } from "../engine/_engine.ts";
 import type { Engine } from "../../src/mppod/mount_message.ts";
-import { CACHE_VOLUME_NAME } from "../../src/mppod/cache_volume.ts";
+import { CACHE_DIR, CACHE_VOLUME_NAME } from "../../src/mppod/cache_volume.ts";
 
 /** Node name used by the harness. */
 export const NODE = "node-1";
@@ -62,32 +66,66 @@ export const NODE = "node-1";
 export const MP_UID = 1000;
 
 /**
- * A Mountpoint Pod object of the node tiers (`mount-s3` namespace, this node, uid/gid/fsGroup
- * {@link MP_UID}) with these volumes; the harness plays its kubelet.
+ * The controller's Mountpoint Pod settings in the node tiers: the node plugin's defaults (image,
+ * command, uid {@link MP_UID}), so the pods pass its check (`src/node/pod_invariants.ts`).
+ */
+export const MP_POD_CONFIG: MountpointPodConfig = {
+  namespace: "mount-s3",
+  image: DEFAULT_MOUNTPOINT_IMAGE,
+  imagePullPolicy: "IfNotPresent",
+  command: DEFAULT_MOUNTPOINT_COMMAND,
+  driverVersion: DRIVER_VERSION,
+  mountpointVersion: "",
+  priorityClassName: "",
+  uid: MP_UID,
+  terminationGraceSeconds: 600,
+  extraLabels: {},
+  cpuRequest: "",
+  memoryRequest: "",
+  memoryLimit: "",
+  caConfigMap: "",
+};
+
+/**
+ * A Mountpoint Pod object of the node tiers as the controller renders it (`mount-s3` namespace,
+ * uid/gid/fsGroup {@link MP_UID}), on this node, with these volumes instead of the rendered ones of
+ * the same name (and added when new); the harness plays its kubelet.
  */
 export function mountpointPodObject(
   name: string,
   volumes: Record<string, unknown>[],
   protocols = formatProtocols(OUR_PROTOCOLS),
 ): KubeObject {
-  return {
-    apiVersion: "v1",
-    kind: "Pod",
-    metadata: {
-      name,
-      namespace: "mount-s3",
-      labels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
-      // As the controller annotates the pods it makes: the image speaks this build's protocols.
-      annotations: { [ANNOTATION_MOUNT_PROTOCOLS]: protocols },
-    },
+  const pod = mountpointPod(MP_POD_CONFIG, {
+    name,
+    attachmentName: `s3pa-${name}`,
     spec: {
       nodeName: NODE,
-      restartPolicy: "OnFailure",
-      securityContext: { runAsUser: MP_UID, runAsGroup: MP_UID, fsGroup: MP_UID },
-      containers: [{ name: "mountpoint", image: "s3-csi-mounter" }],
-      volumes,
+      persistentVolumeName: name,
+      volumeID: name,
+      mountOptions: "",
+      workloadFSGroup: "",
+      authenticationSource: "driver",
     },
-  };
+    volumeAttributes: {},
+  });
+  const byName = new Map<string, Record<string, unknown>>(
+    (pod.spec.volumes ?? []).map((v) => [v.name, v]),
+  );
+  for (const v of volumes) byName.set(String(v.name), v);
+  const mounts = pod.spec.containers[0]!.volumeMounts ?? [];
+  if (byName.has(CACHE_VOLUME_NAME) && !mounts.some((m) => m.name === CACHE_VOLUME_NAME)) {
+    mounts.push({ name: CACHE_VOLUME_NAME, mountPath: CACHE_DIR });
+  }
+  return {
+    ...pod,
+    // As the controller annotates the pods it makes: the protocols its image speaks.
+    metadata: {
+      ...pod.metadata,
+      annotations: { ...pod.metadata.annotations, [ANNOTATION_MOUNT_PROTOCOLS]: protocols },
+    },
+    spec: { ...pod.spec, nodeName: NODE, volumes: [...byName.values()] },
+  } as KubeObject;
 }
 /** RGW env files tried in order: `$S3_STATE_DIR/env`, then the default state dir. */
 const RGW_ENVS = [
@@ -274,6 +312,8 @@ export interface MpPodOptions {
   readonly mounterArgs?: string[];
   /** The mount protocols its image speaks (annotation); default: this build's. */
   readonly protocols?: string | undefined;
+  /** Change the pod object before it is created (a pod someone else made under that name). */
+  readonly edit?: (pod: Pod) => void;
 }
 
 /** Everything a node test needs. */
@@ -463,10 +503,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     async mountpointPod(name, podOptions = {}) {
       const volumes: Record<string, unknown>[] = [{ name: "comm", emptyDir: { medium: "Memory" } }];
       if (podOptions.cache) volumes.push({ name: CACHE_VOLUME_NAME, emptyDir: podOptions.cache });
-      const created = await kube.create<KubeObject>(
-        PODS,
-        mountpointPodObject(name, volumes, podOptions.protocols),
-      );
+      const object = mountpointPodObject(name, volumes, podOptions.protocols);
+      podOptions.edit?.(object as Pod);
+      const created = await kube.create<KubeObject>(PODS, object);
       const uid = created.metadata!.uid!;
       const commDir = hostCommDir(root, uid);
       await Deno.mkdir(commDir, { recursive: true, mode: 0o755 });

@@ -26,9 +26,11 @@ import { NODE_CONTAINERS } from "../../src/deploy/render_node.ts";
 import {
   CONTROLLER_DEPLOYMENT,
   LABEL_PART_OF,
+  MOUNTPOINT_POD_POLICY,
   NODE_DAEMONSET,
   NODE_POLICY,
   PART_OF,
+  PRIORITY_CLASS_POLICY,
   PROVISIONER_DEPLOYMENT,
   PROVISIONER_LEASE,
 } from "../../src/deploy/names.ts";
@@ -129,16 +131,20 @@ realNodeTest(
         }
       }
     });
-    await t.step("the node's Node patch is under the rendered admission policy", async () => {
-      const policies = (await e.client.list(VALIDATING_ADMISSION_POLICIES, {
-        labelSelector: `${LABEL_PART_OF}=${PART_OF}`,
-      })).items.map((x) => x.metadata?.name);
-      assert.deepEqual(policies, [NODE_POLICY], "the policy is served by the real apiserver");
-      const bindings = (await e.client.list(VALIDATING_ADMISSION_POLICY_BINDINGS, {
-        labelSelector: `${LABEL_PART_OF}=${PART_OF}`,
-      })).items;
-      assert.equal(bindings.length, 1, "and bound");
-    });
+    await t.step(
+      "the node's Node patch and Mountpoint Pods are under the rendered admission policies",
+      async () => {
+        const policies = (await e.client.list(VALIDATING_ADMISSION_POLICIES, {
+          labelSelector: `${LABEL_PART_OF}=${PART_OF}`,
+        })).items.map((x) => x.metadata?.name).sort();
+        const rendered = [NODE_POLICY, MOUNTPOINT_POD_POLICY, PRIORITY_CLASS_POLICY].sort();
+        assert.deepEqual(policies, rendered, "the policies are served by the real apiserver");
+        const bindings = (await e.client.list(VALIDATING_ADMISSION_POLICY_BINDINGS, {
+          labelSelector: `${LABEL_PART_OF}=${PART_OF}`,
+        })).items;
+        assert.equal(bindings.length, rendered.length, "and bound");
+      },
+    );
     await t.step("registrar: CSINode lists the driver; provisioner holds its Lease", async () => {
       // Ready containers do not mean these happened yet: the registrar registers with the kubelet
       // and the csi-provisioner runs for the Lease after their probes pass.

@@ -56,7 +56,7 @@ pub fn run(args: &MountArgs) -> Result<(), Failure> {
         region = %s3.region,
         endpoint = %s3.endpoint_description(),
         ca_bundle = ?s3.ca_bundle,
-        proxy = ?s3.proxy.as_ref().map(|p| format!("{}={}", p.variable, p.url)),
+        proxy = ?s3.proxy.as_ref().map(|p| format!("{}={}", p.variable, p.redacted_url())),
         no_proxy = ?s3.proxy.as_ref().and_then(|p| p.no_proxy.clone()),
         max_attempts = s3.max_attempts,
         "S3 settings"

@@ -7,6 +7,8 @@
 //! - `AWS_CA_BUNDLE`: PEM file whose certificates *replace* the default trust store;
 //! - `https_proxy`/`HTTPS_PROXY` (https endpoints), `http_proxy`/`HTTP_PROXY` (http endpoints),
 //!   `no_proxy`/`NO_PROXY`: the lower-case name wins, as in the AWS Common Runtime that reads them;
+//!   a proxy URL may carry `user:password@` (the CRT then authenticates with Basic), which is never
+//!   printed ([`Proxy::redacted_url`]);
 //! - `AWS_MAX_ATTEMPTS`: attempts per request when `--aws-max-attempts` is absent (else 10);
 //! - `AWS_SHARED_CREDENTIALS_FILE`, `AWS_CONFIG_FILE`: must be readable when set.
 
@@ -40,6 +42,43 @@ pub struct Proxy {
     pub url: String,
     /// `no_proxy`/`NO_PROXY`, if set.
     pub no_proxy: Option<String>,
+}
+
+impl Proxy {
+    /// The URL without its user and password, for logs and error messages.
+    pub fn redacted_url(&self) -> String {
+        redact_userinfo(&self.url)
+    }
+}
+
+/// `url` with the user and password before its host (`scheme://user:pass@host`) replaced by
+/// `[REDACTED]`; unchanged when it has none.
+pub fn redact_userinfo(url: &str) -> String {
+    match userinfo_split(url) {
+        Some((scheme, _, rest)) => format!("{scheme}[REDACTED]@{rest}"),
+        None => url.to_string(),
+    }
+}
+
+/// `(scheme://, userinfo, host and the rest)` of a URL with a user; None without one.
+fn userinfo_split(url: &str) -> Option<(&str, &str, &str)> {
+    let start = url.find("://")? + 3;
+    let authority_end = url[start..].find(['/', '?', '#']).map_or(url.len(), |i| start + i);
+    let at = url[start..authority_end].rfind('@')? + start;
+    Some((&url[..start], &url[start..at], &url[at + 1..]))
+}
+
+/// A proxy URL is checked like an endpoint once its user and password are set aside.
+fn check_proxy_url(url: &str) -> Result<(), String> {
+    match userinfo_split(url) {
+        Some((scheme, userinfo, rest)) => {
+            if userinfo.is_empty() || userinfo.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err("has an empty or malformed user:password part".into());
+            }
+            check_url(&format!("{scheme}{rest}"))
+        }
+        None => check_url(url),
+    }
 }
 
 impl S3Settings {
@@ -109,7 +148,8 @@ pub fn resolve(args: &MountArgs, env: &dyn Fn(&str) -> Option<String>) -> Result
     };
     let proxy = match first_of(env, names) {
         Some((variable, url)) => {
-            check_url(&url).map_err(|what| Failure::usage(format!("{variable}='{url}' {what}")))?;
+            check_proxy_url(&url)
+                .map_err(|what| Failure::usage(format!("{variable}='{}' {what}", redact_userinfo(&url))))?;
             let no_proxy = first_of(env, &["no_proxy", "NO_PROXY"]).map(|(_, v)| v);
             Some(Proxy {
                 variable,
@@ -254,6 +294,21 @@ mod tests {
         assert_eq!(plain.proxy.unwrap().url, "http://plain:3128");
         let none = resolve_with(&["--endpoint-url=http://s3.example"], &[("HTTPS_PROXY", "http://p:1")]).unwrap();
         assert_eq!(none.proxy, None);
+    }
+
+    #[test]
+    fn a_proxy_user_and_password_reach_the_settings_but_never_a_message() {
+        let vars = [("HTTPS_PROXY", "http://proxyuser:pr0xy%40pass@proxy.corp:3128")];
+        let s = resolve_with(&[], &vars).unwrap();
+        let proxy = s.proxy.unwrap();
+        assert_eq!(proxy.url, "http://proxyuser:pr0xy%40pass@proxy.corp:3128", "the CRT needs it");
+        assert_eq!(proxy.redacted_url(), "http://[REDACTED]@proxy.corp:3128");
+        assert_eq!(redact_userinfo("http://proxy.corp:3128"), "http://proxy.corp:3128");
+        assert_eq!(redact_userinfo("http://h/p@q"), "http://h/p@q", "an @ after the host is no user");
+        let e = resolve_with(&[], &[("HTTPS_PROXY", "http://proxyuser:secret@")]).unwrap_err();
+        assert_eq!(e.code, USAGE);
+        assert!(!e.message.contains("secret"), "{}", e.message);
+        assert!(e.message.starts_with("HTTPS_PROXY='http://[REDACTED]@' must name a host"), "{}", e.message);
     }
 
     #[test]

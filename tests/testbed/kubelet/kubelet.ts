@@ -53,6 +53,8 @@ export interface KubeletOptions {
   readonly republishMs?: number;
   /** Volume stats period (kubelet: 60–120 s); 0 disables. @default 60000 */
   readonly statsMs?: number;
+  /** Local-storage eviction check period (kubelet housekeeping: 10 s); 0 disables. @default 10000 */
+  readonly evictionMs?: number;
 }
 
 /** One emulated node's kubelet. */
@@ -187,6 +189,7 @@ export class Kubelet {
       ...(this.#o.restartBackoff ? { restartBackoff: this.#o.restartBackoff } : {}),
       republishMs: this.#o.republishMs ?? 60_000,
       statsMs: this.#o.statsMs ?? 60_000,
+      evictionMs: this.#o.evictionMs ?? 10_000,
       requiresRepublish: async () =>
         (await this.#o.client.get<CsiDriver>(CSI_DRIVERS, this.#driver))?.spec
           ?.requiresRepublish ===

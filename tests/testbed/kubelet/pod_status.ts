@@ -95,6 +95,9 @@ export interface StatusInputs {
   readonly initRecords?: readonly ContainerRecord[];
   /** False while init containers have not all succeeded. @default true */
   readonly initialized?: boolean;
+  /** The pod's reason and message (an eviction: `Evicted`, what it used too much of). */
+  readonly reason?: string;
+  readonly message?: string;
 }
 
 function containerStatus(r: ContainerRecord): ContainerStatus {
@@ -179,6 +182,8 @@ export function buildPodStatus(i: StatusInputs): PodStatus {
     containerStatuses: statuses,
     ...(i.initRecords?.length ? { initContainerStatuses: i.initRecords.map(containerStatus) } : {}),
     qosClass: qosClass(i.spec),
+    ...(i.reason ? { reason: i.reason } : {}),
+    ...(i.message ? { message: i.message } : {}),
   };
 }
 

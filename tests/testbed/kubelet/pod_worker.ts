@@ -9,7 +9,10 @@
  * 4. a pod whose containers are all done (Succeeded/Failed) gets its volumes unpublished;
  * 5. deletion (`deletionTimestamp`): SIGTERM, SIGKILL after the grace period, terminal status,
  *    NodeUnpublishVolume (retried), final status, `DELETE` with grace 0 and a UID precondition,
- *    then the pod dir is removed. A force-deleted pod gets the same clean-up without API writes.
+ *    then the pod dir is removed. A force-deleted pod gets the same clean-up without API writes;
+ * 6. local-storage eviction (`local_storage_eviction.ts`, every `evictionMs`): an emptyDir over its
+ *    `sizeLimit`, or the pod over its containers' `ephemeral-storage` limits, kills the containers
+ *    at once, unpublishes the volumes and leaves the pod `Failed`/`Evicted` (not deleted).
  *
  * @module
  */
@@ -35,6 +38,12 @@ import {
 } from "./pod_status.ts";
 import type { VolumeManager } from "./volume_manager.ts";
 import { aborted, pause } from "../../../src/util/sleep.ts";
+import {
+  diskUsage,
+  EVICTED,
+  type LocalStorageUsage,
+  localStorageViolation,
+} from "./local_storage_eviction.ts";
 import { kubeTime } from "../../../src/kube/time.ts";
 
 /** What a worker needs from its kubelet. */
@@ -53,6 +62,8 @@ export interface PodWorkerDeps {
   readonly requiresRepublish: () => Promise<boolean>;
   /** Volume stats period (NodeGetVolumeStats when advertised); 0 disables. */
   readonly statsMs: number;
+  /** Local-storage eviction check period (kubelet: 10 s); 0 disables. @default 0 */
+  readonly evictionMs?: number;
   /** Called once the worker is finished and the pod is gone (or the kubelet stopped). */
   readonly onDone: (uid: string) => void;
 }
@@ -72,6 +83,8 @@ export class PodWorker {
   #forceDeleted = false;
   #statusChain: Promise<void> = Promise.resolve();
   #phaseOverride: PodStatus["phase"] = undefined;
+  /** Why the pod was evicted, once it was. */
+  #evicted: string | undefined;
   #gone: Promise<void>;
   #resolveGone!: () => void;
   /** Resolves when the worker has finished everything. */
@@ -162,6 +175,7 @@ export class PodWorker {
       const republisher = Promise.all([
         this.#republishLoop(running.signal),
         this.#statsLoop(running.signal),
+        this.#evictionLoop(running.signal, paths),
       ]);
       const runners = this.#runInitContainers(paths).then((ok) =>
         ok
@@ -226,6 +240,37 @@ export class PodWorker {
     }
   }
 
+  /** Local-storage eviction (step 6): check every `evictionMs` until evicted or stopped. */
+  async #evictionLoop(signal: AbortSignal, paths: ReadonlyMap<string, string>): Promise<void> {
+    if (!this.#d.evictionMs) return;
+    while (!signal.aborted) {
+      await pause(this.#d.evictionMs, signal);
+      if (signal.aborted) return;
+      const message = localStorageViolation(this.#pod, await this.#localStorageUsage(paths));
+      if (!message) continue;
+      this.#evicted = message;
+      this.#log.warn("Evicting pod {pod}: {message}", { pod: this.#name, message });
+      void this.#d.events.record(this.#pod, "Warning", EVICTED, message);
+      this.#terminate.abort(new Error(`evicted: ${message}`));
+      return;
+    }
+  }
+
+  async #localStorageUsage(paths: ReadonlyMap<string, string>): Promise<LocalStorageUsage> {
+    const volumes = new Map<string, number>();
+    for (const v of this.#pod.spec.volumes ?? []) {
+      const path = paths.get(v.name);
+      if (v.emptyDir && path) volumes.set(v.name, await diskUsage(path));
+    }
+    const containers = new Map<string, number>();
+    const p = this.#pod.metadata;
+    for (const c of this.#pod.spec.containers) {
+      const logs = `${this.#d.logRoot}/${p.namespace}_${p.name}_${p.uid}/${c.name}`;
+      containers.set(c.name, await diskUsage(logs));
+    }
+    return { volumes, containers };
+  }
+
   /** True for Mountpoint Pods (stopped after the workloads on kubelet shutdown). */
   get isMountpointPod(): boolean {
     return isMountpointPod(this.#pod);
@@ -274,6 +319,7 @@ export class PodWorker {
       startTime: this.#startTime,
       now: kubeTime(),
       ...(this.#phaseOverride ? { phase: this.#phaseOverride } : {}),
+      ...(this.#evicted ? { reason: EVICTED, message: this.#evicted } : {}),
     });
     const p = this.#pod.metadata;
     this.#statusChain = this.#statusChain.then(async () => {
@@ -300,7 +346,12 @@ export class PodWorker {
       this.#pod.metadata.deletionGracePeriodSeconds ??
         this.#pod.spec.terminationGracePeriodSeconds ?? 30,
     );
-    const graceMs = this.#stop.signal.aborted ? Math.min(grace * 1000, 2000) : grace * 1000;
+    // An eviction for local storage kills at once (grace period override 0).
+    const graceMs = this.#evicted !== undefined
+      ? 0
+      : this.#stop.signal.aborted
+      ? Math.min(grace * 1000, 2000)
+      : grace * 1000;
     await Promise.all([...this.#procs.entries()].map(async ([name, proc]) => {
       if (!this.#forceDeleted && !this.#stop.signal.aborted) {
         void this.#d.events.record(this.#pod, "Normal", "Killing", `Stopping container ${name}`);
@@ -311,6 +362,18 @@ export class PodWorker {
 
   async #terminatePod(): Promise<void> {
     await this.#killContainers();
+    if (this.#evicted !== undefined && !this.#stop.signal.aborted) {
+      // Evicted: Failed at once, volumes unpublished, the object kept until someone deletes it.
+      this.#phaseOverride = "Failed";
+      finalizeRecords(this.#records, kubeTime());
+      this.#syncStatus();
+      await this.#statusChain;
+      await this.#d.volumes.tearDown(this.#pod.metadata.uid, this.#stop.signal);
+      await Promise.race([this.#gone, aborted(this.#stop.signal)]);
+      this.#d.events.forget(this.#pod.metadata.uid);
+      await this.#removePodDir();
+      return;
+    }
     const allZero = this.#records.every((r) => r.state.terminated?.exitCode === 0);
     const anyStarted = this.#records.some((r) => r.started);
     if (!this.#stop.signal.aborted) {

@@ -47,6 +47,9 @@ import { waitFor } from "../../../src/util/wait_for.ts";
 import { CSI_NODES } from "../../../src/kube/resources.ts";
 
 /** Kinds of the rendered deployment the sandbox applies (besides the Mountpoint namespace). */
+/** The Mountpoint image the sandbox's controller renders (the kubelet emulator runs any). */
+const SANDBOX_MOUNTPOINT_IMAGE = "s3-csi-mounter:sandbox";
+
 const CLUSTER_KINDS: ReadonlySet<string> = new Set([
   "CustomResourceDefinition",
   "PriorityClass",
@@ -329,7 +332,7 @@ export class SandboxEnv {
           KUBECONFIG: this.kubeconfig,
           CSI_ENDPOINT: `unix://${socket}`,
           MOUNTPOINT_NAMESPACE: this.mpNamespace,
-          MOUNTPOINT_IMAGE: "s3-csi-mounter:sandbox",
+          MOUNTPOINT_IMAGE: SANDBOX_MOUNTPOINT_IMAGE,
           METRICS_ADDRESS: metrics,
           LOG_FORMAT: "text",
           AWS_ENDPOINT_URL: e.S3_ENDPOINT,
@@ -479,6 +482,8 @@ export class SandboxEnv {
           KUBECONFIG: this.kubeconfig,
           CSI_NODE_NAME: name,
           MOUNTPOINT_NAMESPACE: this.mpNamespace,
+          // The node plugin checks that Mountpoint Pods have the controller's image.
+          MOUNTPOINT_IMAGE: SANDBOX_MOUNTPOINT_IMAGE,
           AWS_ACCESS_KEY_ID: e.AWS_ACCESS_KEY_ID,
           AWS_SECRET_ACCESS_KEY: e.AWS_SECRET_ACCESS_KEY,
           AWS_REGION: e.AWS_REGION,
