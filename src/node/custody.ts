@@ -42,6 +42,12 @@ import { sleep } from "../util/sleep.ts";
 import { openCommDir, readMountError, shortMessage } from "./comm_dir.ts";
 import { handOver } from "./hand_over.ts";
 import type { MountpointPods } from "./mountpoint_pods.ts";
+import {
+  fingerprintChanges,
+  parseFingerprint,
+  type PodFingerprint,
+  podFingerprint,
+} from "./pod_fingerprint.ts";
 
 const log = logger("node", "custody");
 
@@ -56,6 +62,8 @@ export interface Held {
   readonly majorMinor: string;
   /** The message of the first start (protocol 2, with the session). */
   readonly message: MountMessage;
+  /** The pod as it was when it got the connection: only that pod gets it again. */
+  readonly pod: PodFingerprint;
 }
 
 /** Options of {@link Custody}. */
@@ -73,8 +81,13 @@ export interface CustodyOptions {
   readonly maxRefusals?: number;
   /** Pause after the n-th refusal: n times this. @default 2000 */
   readonly refusalPauseMs?: number;
-  /** Marks a Mountpoint Pod broken (the controller replaces it). */
-  readonly pods: Pick<MountpointPods, "markBroken">;
+  /**
+   * Marks a Mountpoint Pod broken (the controller replaces it); reads a pod fresh from the API
+   * server before a hand-over again.
+   */
+  readonly pods: Pick<MountpointPods, "markBroken" | "fetch" | "pod">;
+  /** How long the fresh read of a pod may take before the watch's copy is used. @default 2000 */
+  readonly fetchMs?: number;
   /** How often a serving pod's `mount.error` is looked for (its supervisor gave up). @default 2000 */
   readonly givenUpPollMs?: number;
 }
@@ -94,6 +107,7 @@ interface SessionRecord {
   readonly source: string;
   readonly majorMinor: string;
   readonly message: MountMessage;
+  readonly pod: PodFingerprint;
 }
 
 /** A record read back; undefined when it is not one (only root writes the dir, but be strict). */
@@ -105,8 +119,9 @@ function parseRecord(text: string): SessionRecord | undefined {
       typeof o.majorMinor !== "string"
     ) return undefined;
     const message = parseMountMessage(new TextEncoder().encode(JSON.stringify(o.message)));
-    if (!message.session) return undefined;
-    return { podUid: o.podUid, source: o.source, majorMinor: o.majorMinor, message };
+    const pod = parseFingerprint(o.pod);
+    if (!message.session || !pod) return undefined;
+    return { podUid: o.podUid, source: o.source, majorMinor: o.majorMinor, message, pod };
   } catch {
     return undefined;
   }
@@ -155,6 +170,7 @@ export class Custody {
       source: held.source,
       majorMinor: held.majorMinor,
       message: held.message,
+      pod: held.pod,
     };
     try {
       await files.mkdir(sessionsDir(kubeletRoot), { recursive: true, mode: 0o700 });
@@ -276,6 +292,7 @@ export class Custody {
         source: record.source,
         majorMinor: record.majorMinor,
         message: record.message,
+        pod: record.pod,
         refusals: 0,
         notBefore: 0,
         nextErrorCheck: 0,
@@ -337,7 +354,28 @@ export class Custody {
     using via = await comm.socketPath(MOUNT_SOCK).catch(() => undefined);
     if (!via) return await this.#givenUp(mp, e, comm, signal);
     if (performance.now() < e.notBefore) return "idle";
-    // A new mounter waits: the Mountpoint container was restarted.
+    // A new mounter waits: the Mountpoint container was restarted. Only the pod that got the
+    // connection gets it again, as it was then (not with another image, nor a debug container).
+    const pod = await this.#fetch(mp, signal);
+    if (pod?.metadata?.uid !== e.podUid) {
+      this.release(mp);
+      return "released";
+    }
+    const changed = fingerprintChanges(e.pod, podFingerprint(pod));
+    if (changed.length) {
+      const reason = `its spec changed since it got its FUSE connection (${
+        changed.join("; ")
+      }): the connection is not handed to what it runs now`;
+      log.error("Mountpoint Pod {pod}: {reason}", { pod: mp, reason });
+      await this.#abort(mp, e);
+      await this.#o.pods.markBroken(mp, reason, signal).catch((err) =>
+        log.warn("Could not mark Mountpoint Pod {pod} broken: {error}", {
+          pod: mp,
+          error: errorMessage(err),
+        })
+      );
+      return "aborted";
+    }
     await comm.remove(MOUNT_ERROR).catch(() => false);
     const message: MountMessage = {
       ...e.message,
@@ -378,19 +416,42 @@ export class Custody {
       return "refused";
     }
     // Give up on purpose: workloads get an error instead of waiting on a connection nobody serves.
+    await this.#abort(mp, e);
+    log.error(
+      "Gave up the FUSE connection of {pod} after {max} refused hand-overs: its workloads get errors until the volume is mounted again",
+      { pod: mp, max },
+    );
+    return "aborted";
+  }
+
+  /** Abort the connection held for `mp` (its workloads get errors) and release it. */
+  async #abort(mp: string, e: Entry): Promise<void> {
     const minor = Number(e.majorMinor.split(":")[1]);
-    await sys.abortFuseConnection(minor).catch((err) =>
+    await this.#o.sys.abortFuseConnection(minor).catch((err) =>
       log.warn("Could not abort the FUSE connection of {pod}: {error}", {
         pod: mp,
         error: errorMessage(err),
       })
     );
     this.release(mp);
-    log.error(
-      "Gave up the FUSE connection of {pod} after {max} refused hand-overs: its workloads get errors until the volume is mounted again",
-      { pod: mp, max },
-    );
-    return "aborted";
+  }
+
+  /**
+   * The pod as the API server has it now; the watch's copy when the API server does not answer in
+   * time (a restart must not wait for it; an image change needs it up).
+   */
+  async #fetch(mp: string, signal: AbortSignal) {
+    const timeout = AbortSignal.timeout(this.#o.fetchMs ?? 2000);
+    try {
+      return await this.#o.pods.fetch(mp, AbortSignal.any([signal, timeout]));
+    } catch (err) {
+      signal.throwIfAborted();
+      log.warn("Could not read Mountpoint Pod {pod} ({error}): its watched copy is checked", {
+        pod: mp,
+        error: errorMessage(err),
+      });
+      return this.#o.pods.pod(mp);
+    }
   }
 
   /**

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { CsiError } from "../csi/errors.ts";
+import type { KubeObject } from "../kube/client.ts";
 import { PODS } from "../kube/resources.ts";
 import { ANNOTATION_MOUNT_PROTOCOLS } from "../mppod/mount_protocol.ts";
 import { ANNOTATION_BROKEN } from "../mppod/labels.ts";
@@ -82,6 +83,68 @@ Deno.test("Custody: a mounter that keeps refusing gets the connection aborted, t
   assert.deepEqual(outcomes, ["refused", "refused", "aborted"]);
   assert.deepEqual(w.sys.abortedConnections, [source.minor]);
   assert.ok(!w.custody.has("mp-1"));
+});
+
+/** Change Mountpoint Pod `mp` as an API client would (an image patch, a debug container, a resize). */
+async function editPod(
+  w: Awaited<ReturnType<typeof world>>,
+  mp: string,
+  edit: (spec: Record<string, unknown>) => void,
+) {
+  const pod = (await w.kube.get<KubeObject>(PODS, mp, "mount-s3"))!;
+  edit(pod.spec as Record<string, unknown>);
+  await w.kube.update(PODS, pod);
+}
+
+for (
+  const [what, edit, names] of [
+    ["another image", (s: Record<string, unknown>) => {
+      (s.containers as { image: string }[])[0]!.image = "evil:latest";
+    }, /containers was .*, is .*evil:latest/],
+    ["an ephemeral debug container", (s: Record<string, unknown>) => {
+      s.ephemeralContainers = [{
+        name: "debug",
+        image: "busybox",
+        targetContainerName: "mountpoint",
+      }];
+    }, /ephemeralContainers was \[\], is .*busybox/],
+  ] as const
+) {
+  Deno.test(`Custody: a restarted container of a pod changed since (${what}) does not get the connection`, async () => {
+    await using w = await sessionWorld();
+    await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+    const source = findMount(w.sys.mounts, sourceMountDir(ROOT, "mp-1"))!;
+    await editPod(w, "mp-1", edit);
+    w.restartMounter("mp-1");
+    assert.equal(await w.custody.check("mp-1", NEVER), "aborted");
+    assert.equal((await received(w, "mp-1")).length, 1, "no second hand-over");
+    assert.deepEqual(w.sys.abortedConnections, [source.minor], "its workloads get errors");
+    assert.ok(!w.custody.has("mp-1"));
+    const broken = (await w.kube.get<KubeObject>(PODS, "mp-1", "mount-s3"))!.metadata!
+      .annotations?.[ANNOTATION_BROKEN];
+    assert.match(broken ?? "", names, "marked broken, naming what changed");
+  });
+}
+
+Deno.test("Custody: a resized container (resources) gets the connection back", async () => {
+  await using w = await sessionWorld();
+  await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+  await editPod(w, "mp-1", (s) => {
+    (s.containers as { resources?: unknown }[])[0]!.resources = { limits: { memory: "2Gi" } };
+  });
+  w.restartMounter("mp-1");
+  assert.equal(await w.custody.check("mp-1", NEVER), "resent");
+});
+
+Deno.test("Custody: a pod deleted and made again under its name does not get the connection", async () => {
+  await using w = await sessionWorld();
+  await w.publisher.publish(validatePublish(req(w.target("uid-a", "pv-1")), ROOT), {});
+  const pod = (await w.kube.get<KubeObject>(PODS, "mp-1", "mount-s3"))!;
+  await w.kube.delete(PODS, "mp-1", "mount-s3");
+  await w.kube.create(PODS, { ...pod, metadata: { ...pod.metadata, uid: undefined } });
+  w.restartMounter("mp-1");
+  assert.equal(await w.custody.check("mp-1", NEVER), "released");
+  assert.equal((await received(w, "mp-1")).length, 1);
 });
 
 Deno.test("Custody: a restarted node plugin takes its sessions back from their supervisors", async () => {

@@ -178,6 +178,16 @@ export class MountpointPods {
     }, { type: "merge", ...(signal ? { signal } : {}) });
   }
 
+  /** Mountpoint Pod `name` read from the API server now (not the cache); undefined if none. */
+  fetch(name: string, signal?: AbortSignal): Promise<MountpointPod | undefined> {
+    return this.#kube.get<MountpointPod>(
+      PODS,
+      name,
+      this.#options.namespace,
+      signal ? { signal } : {},
+    );
+  }
+
   /** A cached Mountpoint Pod by name. */
   pod(name: string): MountpointPod | undefined {
     return this.#pods.get(`${this.#options.namespace}/${name}`);

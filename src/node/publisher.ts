@@ -59,6 +59,7 @@ import { type MountpointPod, type MountpointPods, podUser } from "./mountpoint_p
 import type { PublishParams } from "./publish_request.ts";
 import { sourceOf } from "./volume_stats.ts";
 import { checkMountpointPod } from "./pod_invariants.ts";
+import { podFingerprint } from "./pod_fingerprint.ts";
 import type { MountpointPodInvariants } from "../mppod/pod_spec.ts";
 
 const log = logger("node", "publisher");
@@ -513,6 +514,7 @@ export class Publisher {
             source,
             majorMinor: m.majorMinor,
             message,
+            pod: podFingerprint(pod),
           });
           kept = true;
         }
