@@ -23,6 +23,10 @@ export const PROVISIONER_DEPLOYMENT = "s3-csi-provisioner";
 export const PROVISIONER_SERVICE_ACCOUNT = "s3-csi-driver-provisioner-sa";
 /** ValidatingAdmissionPolicy (and its binding) that limits the node plugin to its own Node. */
 export const NODE_POLICY = "s3-csi-node-restriction";
+/** ValidatingAdmissionPolicy (and binding) refusing PersistentVolumes the node plugin would refuse. */
+export const VOLUME_POLICY = "s3-csi-volumes";
+/** ValidatingAdmissionPolicy (and binding) refusing StorageClasses the provisioner would refuse. */
+export const STORAGE_CLASS_POLICY = "s3-csi-storageclasses";
 /** Lease the csi-provisioner sidecar takes (its driver name with `.`/`/` replaced by `-`). */
 export const PROVISIONER_LEASE: string = DRIVER_NAME.replace(/[./]/g, "-");
 /** Field manager of `deno task deploy`. */

@@ -21,6 +21,7 @@ import {
 import { CONTROLLER_CONTAINERS, renderControllerDeployment } from "./render_controller.ts";
 import { NODE_CONTAINERS, renderNodeDaemonSet } from "./render_node.ts";
 import { renderNodePolicy } from "./render_node_policy.ts";
+import { renderVolumePolicies } from "./render_volume_policy.ts";
 import { PROVISIONER_CONTAINERS, renderProvisionerDeployment } from "./render_provisioner.ts";
 import { renderRbac } from "./render_rbac.ts";
 import { checkContainerConfig } from "./settings.ts";
@@ -65,6 +66,7 @@ export function renderManifests(v: DeployValues): Manifest[] {
     renderCsiDriver(v),
     ...renderRbac(v),
     ...renderNodePolicy(v),
+    ...renderVolumePolicies(v),
     ...renderCaConfigMaps(v),
     deployment,
     ...provisioner,
