@@ -243,8 +243,12 @@ Deno.test("rbac: one ServiceAccount per component; the reconciler can read no Se
 });
 
 Deno.test("rbac: the node plugin's Node patch is narrowed by an admission policy, in place before the DaemonSet", () => {
-  const policy = objects.find((o) => o.kind === "ValidatingAdmissionPolicy")!;
-  const binding = objects.find((o) => o.kind === "ValidatingAdmissionPolicyBinding")!;
+  const policy = objects.find((o) =>
+    o.kind === "ValidatingAdmissionPolicy" && o.metadata.name === NODE_POLICY
+  )!;
+  const binding = objects.find((o) =>
+    o.kind === "ValidatingAdmissionPolicyBinding" && o.metadata.name === NODE_POLICY
+  )!;
   assert.equal(policy.metadata.name, NODE_POLICY);
   const spec = policy.spec as {
     failurePolicy: string;
@@ -267,5 +271,9 @@ Deno.test("rbac: the node plugin's Node patch is narrowed by an admission policy
   assert.ok(at(policy) < at(binding) && at(binding) < at(ds), "policy, binding, then DaemonSet");
   // Turned off, nothing is rendered.
   const off = renderManifests(resolveValues({ node: { restrictNodeUpdates: false } }));
-  assert.ok(!off.some((o) => o.kind.startsWith("ValidatingAdmissionPolicy")));
+  assert.ok(
+    !off.some((o) =>
+      o.kind.startsWith("ValidatingAdmissionPolicy") && o.metadata.name === NODE_POLICY
+    ),
+  );
 });
