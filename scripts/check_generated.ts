@@ -9,13 +9,14 @@ import { generateProto } from "./gen_proto.ts";
 import { generateCrds } from "./gen_crd.ts";
 import { generateDeploy } from "./gen_deploy.ts";
 import { generateConfigDocs } from "./gen_config_docs.ts";
+import { generateMountOptions } from "./gen_mount_options.ts";
 import { fromFileUrl } from "./_gen_util.ts";
 
 const ROOT = fromFileUrl(new URL("../", import.meta.url));
 
 interface Target {
   readonly committed: string;
-  readonly generate: (dir: string) => string[];
+  readonly generate: (dir: string) => string[] | Promise<string[]>;
   /** The folder also holds hand-written files: compare only what the generator writes. */
   readonly only?: boolean;
 }
@@ -25,6 +26,8 @@ const TARGETS: readonly Target[] = [
   { committed: `${ROOT}k8s/crds`, generate: generateCrds },
   { committed: `${ROOT}k8s/deploy`, generate: generateDeploy },
   { committed: `${ROOT}docs`, generate: generateConfigDocs, only: true },
+  // The engine's option table and the README's, from src/mppod/mount_option_spec.ts.
+  { committed: ROOT.replace(/\/$/, ""), generate: generateMountOptions, only: true },
 ];
 
 function read(path: string): string | undefined {
@@ -39,7 +42,7 @@ const problems: string[] = [];
 for (const target of TARGETS) {
   const tmp = Deno.makeTempDirSync({ prefix: "s3csi-gen-" });
   try {
-    const fresh = new Set(target.generate(tmp).map((p) => p.slice(tmp.length + 1)));
+    const fresh = new Set((await target.generate(tmp)).map((p) => p.slice(tmp.length + 1)));
     for (const name of fresh) {
       const want = read(`${tmp}/${name}`);
       const have = read(`${target.committed}/${name}`);

@@ -23,3 +23,12 @@ export const VOLUME_CONTEXT = {
   /** The workload Pod's UID, added by kubelet (`podInfoOnMount: true`). */
   podUID: "csi.storage.k8s.io/pod.uid",
 } as const;
+
+/** Values of {@link VOLUME_CONTEXT.authenticationSource} ("" means `driver`). */
+export const AUTHENTICATION_SOURCES = ["driver", "secret"] as const;
+
+/**
+ * A bucket name the node plugin mounts (S3's rules, loosely: upper case and `_` are allowed for
+ * older S3-compatible servers; `..` is refused apart).
+ */
+export const VOLUME_BUCKET_PATTERN = "^[A-Za-z0-9][A-Za-z0-9._-]{1,61}[A-Za-z0-9]$";

@@ -27,6 +27,10 @@ export const NODE_POLICY = "s3-csi-node-restriction";
 export const MOUNTPOINT_POD_POLICY = "s3-csi-mountpoint-pod-creation";
 /** ValidatingAdmissionPolicy (and binding): the Mountpoint PriorityClasses only for the driver. */
 export const PRIORITY_CLASS_POLICY = "s3-csi-mountpoint-priority-classes";
+/** ValidatingAdmissionPolicy (and binding) refusing PersistentVolumes the node plugin would refuse. */
+export const VOLUME_POLICY = "s3-csi-volumes";
+/** ValidatingAdmissionPolicy (and binding) refusing StorageClasses the provisioner would refuse. */
+export const STORAGE_CLASS_POLICY = "s3-csi-storageclasses";
 /** Lease the csi-provisioner sidecar takes (its driver name with `.`/`/` replaced by `-`). */
 export const PROVISIONER_LEASE: string = DRIVER_NAME.replace(/[./]/g, "-");
 /** Field manager of `deno task deploy`. */

@@ -22,6 +22,7 @@ import { CONTROLLER_CONTAINERS, renderControllerDeployment } from "./render_cont
 import { NODE_CONTAINERS, renderNodeDaemonSet } from "./render_node.ts";
 import { renderNodePolicy } from "./render_node_policy.ts";
 import { renderMountpointPolicies } from "./render_mountpoint_policies.ts";
+import { renderVolumePolicies } from "./render_volume_policy.ts";
 import { PROVISIONER_CONTAINERS, renderProvisionerDeployment } from "./render_provisioner.ts";
 import { renderRbac } from "./render_rbac.ts";
 import { checkContainerConfig } from "./settings.ts";
@@ -67,6 +68,7 @@ export function renderManifests(v: DeployValues): Manifest[] {
     ...renderRbac(v),
     ...renderNodePolicy(v),
     ...renderMountpointPolicies(v),
+    ...renderVolumePolicies(v),
     ...renderCaConfigMaps(v),
     deployment,
     ...provisioner,

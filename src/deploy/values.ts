@@ -122,6 +122,13 @@ export interface DeployValues {
      */
     restrictNodeUpdates: boolean;
   };
+  /**
+   * Admission policies (ValidatingAdmissionPolicy, CEL, no webhook) that refuse at `kubectl apply`
+   * a PersistentVolume of this driver, or a StorageClass that provisions with it, whose mount
+   * options, volume attributes or parameters the node plugin or the provisioner would refuse —
+   * with the same message (src/deploy/render_volume_policy.ts).
+   */
+  validateVolumes: boolean;
   /** Controller Deployment settings. */
   controller: {
     replicas: number;
@@ -254,6 +261,7 @@ export function defaultValues(): DeployValues {
       settings: {},
       restrictNodeUpdates: true,
     },
+    validateVolumes: true,
     controller: {
       replicas: 1,
       logLevel: "info",

@@ -6,7 +6,10 @@
  * @module
  */
 
-const QUANTITY = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+)?$/;
+/** A quantity, as a pattern JavaScript and RE2 (CEL) read alike. */
+export const QUANTITY_PATTERN =
+  "^([+-]?(?:[0-9]+(?:[.][0-9]*)?|[.][0-9]+))(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+)?$";
+const QUANTITY = new RegExp(QUANTITY_PATTERN);
 
 const SUFFIX: Readonly<Record<string, number>> = {
   "": 1,

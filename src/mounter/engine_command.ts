@@ -127,9 +127,6 @@ export function rcloneCommand(msg: MountMessage, fd: number, ctx: EngineContext)
       case "allow-other":
         flags.push("--allow-other");
         break;
-      case "allow-root":
-        flags.push("--allow-root");
-        break;
       case "allow-delete":
       case "allow-overwrite":
         break; // required (engine_support.ts): rclone always allows both
@@ -201,6 +198,15 @@ export function rcloneCommand(msg: MountMessage, fd: number, ctx: EngineContext)
       case "user-agent-prefix":
         flags.push(`--user-agent=${value}`);
         break;
+      case "requester-pays":
+        rc.REQUESTER_PAYS = "true";
+        break;
+      case "no-sign-request":
+        // No keys and no environment credentials: rclone then sends anonymous requests.
+        rc.ENV_AUTH = "false";
+        break;
+      case "infer-content-type":
+        break; // rclone always sets the Content-Type of uploads from the file extension
       default:
         throw new EngineOptionError(
           `Option "--${k}${

@@ -24,7 +24,9 @@
  *
  * @module
  */
-import { bytesQuantity, nonNegativeQuantity } from "../kube/quantity.ts";
+import { bytesQuantity, nonNegativeQuantity, QUANTITY_PATTERN } from "../kube/quantity.ts";
+import { fill } from "../util/message_template.ts";
+import { CACHE_MESSAGES } from "./volume_messages.ts";
 
 /** Name of the cache volume in Mountpoint Pods. */
 export const CACHE_VOLUME_NAME = "cache";
@@ -94,13 +96,21 @@ export class CacheConfigError extends Error {
   override name = "CacheConfigError";
 }
 
-const STORAGE_CLASS_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+/** A StorageClass name (a DNS subdomain). */
+export const STORAGE_CLASS_NAME_PATTERN = "^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$";
+const STORAGE_CLASS_NAME = new RegExp(STORAGE_CLASS_NAME_PATTERN);
 
-function positiveBytes(attr: string, value: string): number {
-  const bytes = nonNegativeQuantity(value);
+/** How messages name an attribute: "Volume attribute" (PV) or "parameter" (StorageClass). */
+export type AttributeLabel = "Volume attribute" | "parameter";
+
+/** Smallest emptyDir limit that leaves the engine 1 MiB: 95 % of it must reach 1 MiB. */
+export const MIN_CACHE_LIMIT_BYTES = Math.ceil(2 ** 20 / CACHE_LIMIT_SHARE);
+
+function positiveBytes(label: AttributeLabel, attr: string, value: string): number {
+  const bytes = new RegExp(QUANTITY_PATTERN).test(value) ? nonNegativeQuantity(value) : undefined;
   if (bytes === undefined || bytes < 1 || !Number.isFinite(bytes)) {
     throw new CacheConfigError(
-      `Volume attribute ${attr}="${value}" is not a positive size: use a Kubernetes quantity such as 2Gi`,
+      fill(CACHE_MESSAGES.notPositive, { attribute: label, name: attr, value }),
     );
   }
   return Math.floor(bytes);
@@ -114,8 +124,11 @@ function positiveBytes(attr: string, value: string): number {
 export function parseCacheConfig(
   attrs: Readonly<Record<string, string>>,
   cacheMountOption: boolean,
+  label: AttributeLabel = "Volume attribute",
 ): CacheConfig | undefined {
   const a = CACHE_ATTRIBUTES;
+  const M = CACHE_MESSAGES;
+  const attribute = label;
   const get = (k: string) => {
     const v = attrs[k];
     return v === undefined || v === "" ? undefined : v;
@@ -126,17 +139,18 @@ export function parseCacheConfig(
     k,
   ) => get(k));
   if (type !== undefined && cacheMountOption) {
-    throw new CacheConfigError(
-      `The cache is configured both by the mount option "cache" and the volume attribute ${a.cache}="${type}": remove the mount option (its path is not used)`,
-    );
+    throw new CacheConfigError(fill(M.both, { cache: a.cache, type }));
   }
   if (type === undefined) {
     const stray = [...emptyDirAttrs, ...ephemeralAttrs];
     if (stray.length) {
       throw new CacheConfigError(
-        `Volume attribute ${stray[0]} is set but ${a.cache} is not: add ${a.cache}: ${
-          emptyDirAttrs.length ? "emptyDir" : "ephemeral"
-        }`,
+        fill(M.stray, {
+          attribute,
+          name: stray[0]!,
+          cache: a.cache,
+          type: emptyDirAttrs.length ? "emptyDir" : "ephemeral",
+        }),
       );
     }
     return cacheMountOption ? { type: "emptyDir", fromMountOption: true } : undefined;
@@ -144,22 +158,20 @@ export function parseCacheConfig(
   if (type === "emptyDir") {
     if (ephemeralAttrs.length) {
       throw new CacheConfigError(
-        `Volume attribute ${
-          ephemeralAttrs[0]
-        } applies to ${a.cache}: ephemeral, not emptyDir: remove it`,
+        fill(M.notForEmptyDir, { attribute, name: ephemeralAttrs[0]!, cache: a.cache }),
       );
     }
     const medium = get(a.emptyDirMedium);
     if (medium !== undefined && medium !== "Memory") {
       throw new CacheConfigError(
-        `Volume attribute ${a.emptyDirMedium}="${medium}" is not supported: use Memory (tmpfs) or leave it out (the node's disk)`,
+        fill(M.medium, { attribute, name: a.emptyDirMedium, value: medium }),
       );
     }
     const limit = get(a.emptyDirSizeLimit);
     return {
       type: "emptyDir",
       ...(limit !== undefined
-        ? { sizeLimit: limit, sizeLimitBytes: positiveBytes(a.emptyDirSizeLimit, limit) }
+        ? { sizeLimit: limit, sizeLimitBytes: positiveBytes(label, a.emptyDirSizeLimit, limit) }
         : {}),
       ...(medium ? { medium: "Memory" as const } : {}),
     };
@@ -167,32 +179,38 @@ export function parseCacheConfig(
   if (type === "ephemeral") {
     if (emptyDirAttrs.length) {
       throw new CacheConfigError(
-        `Volume attribute ${
-          emptyDirAttrs[0]
-        } applies to ${a.cache}: emptyDir, not ephemeral: remove it`,
+        fill(M.notForEphemeral, { attribute, name: emptyDirAttrs[0]!, cache: a.cache }),
       );
     }
     const storageClassName = get(a.ephemeralStorageClassName);
     const request = get(a.ephemeralStorageResourceRequest);
     if (storageClassName === undefined || request === undefined) {
       throw new CacheConfigError(
-        `${a.cache}: ephemeral needs both ${a.ephemeralStorageClassName} (the StorageClass of the cache volume) and ${a.ephemeralStorageResourceRequest} (its size, e.g. 10Gi)`,
+        fill(M.ephemeralNeeds, {
+          cache: a.cache,
+          storageClass: a.ephemeralStorageClassName,
+          request: a.ephemeralStorageResourceRequest,
+        }),
       );
     }
     if (!STORAGE_CLASS_NAME.test(storageClassName)) {
       throw new CacheConfigError(
-        `Volume attribute ${a.ephemeralStorageClassName}="${storageClassName}" is not a StorageClass name`,
+        fill(M.storageClass, {
+          attribute,
+          name: a.ephemeralStorageClassName,
+          value: storageClassName,
+        }),
       );
     }
     return {
       type: "ephemeral",
       storageClassName,
       request,
-      requestBytes: positiveBytes(a.ephemeralStorageResourceRequest, request),
+      requestBytes: positiveBytes(label, a.ephemeralStorageResourceRequest, request),
     };
   }
   throw new CacheConfigError(
-    `Volume attribute ${a.cache}="${type}" is not a cache type: use ${CACHE_TYPES.join(" or ")}`,
+    fill(M.type, { attribute, cache: a.cache, value: type, types: CACHE_TYPES.join(" or ") }),
   );
 }
 
@@ -215,6 +233,18 @@ export function cacheKey(cache: CacheConfig | undefined): string {
   return parts.join(";");
 }
 
+function defaultLimitBytes(sizeLimit: string): number {
+  const bytes = new RegExp(QUANTITY_PATTERN).test(sizeLimit)
+    ? nonNegativeQuantity(sizeLimit)
+    : undefined;
+  if (bytes === undefined || bytes < MIN_CACHE_LIMIT_BYTES || !Number.isFinite(bytes)) {
+    throw new CacheConfigError(
+      `The default cache size limit "${sizeLimit}" (mountpointPod.cacheSizeLimit, --mountpoint-cache-size-limit) is not a size of at least 2Mi: fix the deployment values`,
+    );
+  }
+  return Math.floor(bytes);
+}
+
 /**
  * `cache` with `sizeLimit` when it is a disk emptyDir without a limit of its own: unbounded, it
  * could fill the node's disk (the engine's default keeps only 5 % of the file system free, and a
@@ -227,7 +257,7 @@ export function withDefaultSizeLimit(cache: CacheConfig, sizeLimit: string): Cac
   return {
     ...cache,
     sizeLimit,
-    sizeLimitBytes: positiveBytes("mountpoint-cache-size-limit", sizeLimit),
+    sizeLimitBytes: defaultLimitBytes(sizeLimit),
     defaultSizeLimit: true,
   };
 }
@@ -276,19 +306,24 @@ export function maxCacheSizeMiB(
   if (cache.type !== "emptyDir" || cache.sizeLimitBytes === undefined) return requestedMiB;
   const limitMiB = Math.floor(cache.sizeLimitBytes / 2 ** 20);
   const safeMiB = Math.floor((cache.sizeLimitBytes * CACHE_LIMIT_SHARE) / 2 ** 20);
+  const name = CACHE_ATTRIBUTES.emptyDirSizeLimit;
   if (safeMiB < 1) {
     throw new CacheConfigError(
-      `Volume attribute ${CACHE_ATTRIBUTES.emptyDirSizeLimit}="${cache.sizeLimit}" is too small for a cache: use at least 2Mi`,
+      fill(CACHE_MESSAGES.tooSmall, {
+        attribute: "Volume attribute",
+        name,
+        value: cache.sizeLimit ?? "",
+      }),
     );
   }
   if (requestedMiB !== undefined && requestedMiB > limitMiB) {
-    const limit = cache.defaultSizeLimit
-      ? `the default cache size limit "${cache.sizeLimit}" (${limitMiB} MiB) of a cache without ${CACHE_ATTRIBUTES.emptyDirSizeLimit}`
-      : `${CACHE_ATTRIBUTES.emptyDirSizeLimit}="${cache.sizeLimit}" (${limitMiB} MiB)`;
     throw new CacheConfigError(
-      `Mount option max-cache-size=${requestedMiB} (MiB) exceeds ${limit}: lower max-cache-size or raise the limit${
-        cache.defaultSizeLimit ? ` (set ${CACHE_ATTRIBUTES.emptyDirSizeLimit})` : ""
-      }`,
+      fill(cache.defaultSizeLimit ? CACHE_MESSAGES.exceedsDefault : CACHE_MESSAGES.exceeds, {
+        requested: requestedMiB,
+        name,
+        value: cache.sizeLimit ?? "",
+        limit: limitMiB,
+      }),
     );
   }
   return Math.min(requestedMiB ?? safeMiB, safeMiB);

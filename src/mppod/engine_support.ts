@@ -14,40 +14,17 @@
  * @module
  */
 import type { Engine } from "./mount_message.ts";
+import { MOUNT_OPTION_SPECS, MOUNT_OPTIONS_BY_NAME } from "./mount_option_spec.ts";
+import { RCLONE_MESSAGES } from "./volume_messages.ts";
+import { fill } from "../util/message_template.ts";
 
 /** Parsed options: name without dashes → value, or `true` for a flag. */
 export type EngineOptions = ReadonlyMap<string, string | true>;
 
-/** Options `rclone mount2` translates (see the mounter's command builder). */
-export const RCLONE_OPTIONS: ReadonlySet<string> = new Set([
-  "read-only",
-  "allow-other",
-  "allow-root",
-  "allow-delete",
-  "allow-overwrite",
-  "uid",
-  "gid",
-  "dir-mode",
-  "file-mode",
-  "prefix",
-  "region",
-  "force-path-style",
-  "metadata-ttl",
-  "cache",
-  "max-cache-size",
-  "storage-class",
-  "sse",
-  "sse-kms-key-id",
-  "debug",
-  "debug-crt",
-  "no-log",
-  "max-threads",
-  "part-size",
-  "write-part-size",
-  "read-part-size",
-  "upload-checksums",
-  "user-agent-prefix",
-]);
+/** Options `rclone mount2` translates (see the mounter's command builder), from the option list. */
+export const RCLONE_OPTIONS: ReadonlySet<string> = new Set(
+  MOUNT_OPTION_SPECS.filter((s) => s.rclone === true).map((s) => s.name),
+);
 
 /** Parse `--name` / `--name=value` arguments into {@link EngineOptions}. */
 export function parseEngineArgs(args: readonly string[]): Map<string, string | true> {
@@ -68,23 +45,29 @@ export function engineOptionsProblem(engine: Engine, options: EngineOptions): st
   if (engine !== "rclone") return undefined;
   for (const [name, value] of options) {
     if (!RCLONE_OPTIONS.has(name)) {
-      return `The rclone engine cannot honour the mount option "${name}${
-        value === true ? "" : `=${value}`
-      }": remove it from the volume's mountOptions or use the mount-s3 engine`;
+      const why = MOUNT_OPTIONS_BY_NAME.get(name)?.rclone;
+      return fill(RCLONE_MESSAGES.option, {
+        option: value === true ? name : `${name}=${value}`,
+        why: typeof why === "string" ? ` (${why})` : "",
+      });
     }
-  }
-  const checksums = options.get("upload-checksums");
-  if (checksums !== undefined && checksums !== "off") {
-    return `The rclone engine cannot honour "upload-checksums=${checksums}" (only "off"): use the mount-s3 engine or upload-checksums=off`;
+    const only = MOUNT_OPTIONS_BY_NAME.get(name)?.rcloneValues;
+    if (only && value !== true && !only.includes(value)) {
+      return fill(RCLONE_MESSAGES.value, {
+        name,
+        value,
+        only: only.map((v) => `"${v}"`).join(", "),
+        first: only[0]!,
+      });
+    }
   }
   if (!options.has("read-only")) {
     const missing = ["allow-delete", "allow-overwrite"].filter((o) => !options.has(o));
     if (missing.length) {
-      return `The rclone engine cannot refuse ${
-        missing.map((o) => (o === "allow-delete" ? "deletes" : "overwrites")).join(" or ")
-      } (mount-s3 does without ${missing.join(" and ")}): add ${
-        missing.join(" and ")
-      } to the volume's mountOptions, mount it read-only, or use the mount-s3 engine`;
+      return fill(RCLONE_MESSAGES.writable, {
+        what: missing.map((o) => (o === "allow-delete" ? "deletes" : "overwrites")).join(" or "),
+        missing: missing.join(" and "),
+      });
     }
   }
   return undefined;

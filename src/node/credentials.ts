@@ -42,6 +42,11 @@ export interface S3Credentials {
   readonly secretAccessKey: string;
   /** Session token of temporary credentials. */
   readonly sessionToken?: string;
+  /**
+   * No credentials at all (`no-sign-request`, public buckets): the keys are empty, nothing is
+   * written into the Mountpoint Pod and the engine signs nothing.
+   */
+  readonly anonymous?: true;
 }
 
 function checkKeys(
@@ -66,6 +71,8 @@ function checkKeys(
  * Resolve the credentials of a publish.
  * @param secrets the request's `secrets` (node-publish Secret data)
  * @param driverEnv the node plugin's environment
+ * @param unsigned the volume has `no-sign-request`: no credentials (only with `driver`; a
+ *   `secret` volume with it is refused before, in the request's validation)
  * @throws {CsiError} InvalidArgument (volume misconfigured) or FailedPrecondition (driver lacks
  *   credentials)
  */
@@ -73,6 +80,7 @@ export function resolveCredentials(
   source: AuthenticationSource,
   secrets: Readonly<Record<string, string>> | null | undefined,
   driverEnv: (name: string) => string | undefined,
+  unsigned = false,
 ): S3Credentials {
   const given = Object.keys(secrets ?? {});
   if (source === "driver") {
@@ -81,6 +89,8 @@ export function resolveCredentials(
         `The volume has node-publish secrets but authenticationSource is "driver": set volumeAttributes.authenticationSource: secret to use the Secret, or remove nodePublishSecretRef`,
       );
     }
+    // A public bucket (no-sign-request): the pod gets no keys, not even the driver's.
+    if (unsigned) return { source, accessKeyId: "", secretAccessKey: "", anonymous: true };
     const accessKeyId = driverEnv("AWS_ACCESS_KEY_ID")?.trim();
     const secretAccessKey = driverEnv("AWS_SECRET_ACCESS_KEY")?.trim();
     const sessionToken = driverEnv("AWS_SESSION_TOKEN")?.trim() || undefined;
@@ -172,9 +182,15 @@ export async function readAccessKeyId(comm: DirHandle): Promise<string | undefin
   }
 }
 
+/** The engine's credential environment: none for {@link S3Credentials.anonymous} ones. */
+export function engineCredentialsEnv(creds: S3Credentials): string[] {
+  return creds.anonymous ? [] : credentialsEnv();
+}
+
 /**
  * Write the credential files into the comm dir's `credentials/` (created 0700 and owned by the
- * pod's user, through its descriptor), each 0600 and owned by the pod's user.
+ * pod's user, through its descriptor), each 0600 and owned by the pod's user; for
+ * {@link S3Credentials.anonymous} ones, remove any there instead.
  * @throws {UnsafeEntryError} when the pod put something other than a directory there
  */
 export async function writeCredentials(
@@ -182,6 +198,10 @@ export async function writeCredentials(
   creds: S3Credentials,
   user: { uid: number; gid: number },
 ): Promise<void> {
+  if (creds.anonymous) {
+    await removeCredentials(comm);
+    return;
+  }
   using dir = (await comm.subdir(CREDENTIALS_DIR, { create: { mode: 0o700 } }))!;
   await dir.setOwner(user.uid, user.gid, 0o700);
   const opts = { mode: 0o600, uid: user.uid, gid: user.gid };

@@ -1,175 +1,128 @@
 /**
  * Mount options of a volume: the PV's `spec.mountOptions` (CSI `mount_flags`) in mount-s3 syntax,
- * parsed and checked against an allow-list. Anything not allowed is **rejected** with
- * InvalidArgument naming the option and why — never silently dropped (upstream strips several
- * options with only a log line; a user then wonders why their option had no effect).
+ * parsed and checked against the allow-list of `src/mppod/mount_option_spec.ts` (upstream
+ * Mountpoint's whole command line, each option decided there). Anything not allowed is
+ * **rejected** with InvalidArgument naming the option and why — never silently dropped (upstream
+ * strips several options with only a log line; a user then wonders why their option had no
+ * effect). The one exception is upstream's own: `foreground`/`-f` is accepted and dropped (the
+ * engine always runs in the foreground), so PVs written for the upstream drivers keep working.
  *
  * Syntax (as upstream): each entry is `name`, `name=value` or `name value`, optionally with leading
- * dashes; the name is split at the first `=` or space.
+ * dashes, or upstream's one-letter form (`-d`); the name is split at the first `=` or space. Blank
+ * entries are skipped.
+ *
+ * The admission policy (`src/deploy/render_volume_policy.ts`) evaluates the same rules in CEL and
+ * must give the same first problem with the same message: {@link mountOptionsProblem} is the
+ * reference its real-apiserver test compares with.
  *
  * @module
  */
 import { invalidArgument } from "../csi/errors.ts";
+import {
+  INTERNAL_OPTIONS,
+  INTERNAL_REASON,
+  MAX_MOUNT_OPTIONS,
+  MOUNT_OPTIONS_BY_NAME,
+  REFUSED_FORMS,
+  SHORT_OPTION_NAMES,
+  VOLUME_OPTION_NAMES,
+} from "../mppod/mount_option_spec.ts";
+import { OPTION_MESSAGES as M } from "../mppod/volume_messages.ts";
+import { fill } from "../util/message_template.ts";
+import { celTrim, firstChars, valueProblem } from "../util/value_rules.ts";
 
 // deno-lint-ignore no-control-regex
 const CONTROL_REGEXP = /[\x00-\x1f\x7f]/;
+// deno-lint-ignore no-control-regex
+const CONTROL_REGEXP_ALL = /[\x00-\x1f\x7f]/g;
 
 /** Parsed options: name (without dashes) → value, or `true` for a flag. */
 export type MountOptions = Map<string, string | true>;
 
-type Check = (value: string) => string | undefined;
-
-const integer = (max: number, min = 0): Check => (v) =>
-  /^\d{1,10}$/.test(v) && Number(v) <= max && Number(v) >= min
-    ? undefined
-    : `must be an integer from ${min} to ${max}`;
-/** Part sizes as mount-s3 takes them: bytes, 5 MiB to 5 GiB. */
-const partSize: Check = (v) =>
-  /^\d{1,10}$/.test(v) && Number(v) >= 5 * 2 ** 20 && Number(v) <= 5 * 2 ** 30
-    ? undefined
-    : "must be a size in bytes from 5242880 (5 MiB) to 5368709120 (5 GiB)";
-const octalMode: Check = (v) =>
-  /^0?[0-7]{3}$/.test(v) ? undefined : `must be an octal mode such as 0750`;
-const ttl: Check = (v) =>
-  /^\d{1,9}$/.test(v) || v === "indefinite" || v === "minimal"
-    ? undefined
-    : `must be a number of seconds, "indefinite" or "minimal"`;
-const pattern = (re: RegExp, what: string): Check => (v) => re.test(v) ? undefined : what;
-const prefixCheck: Check = (v) => {
-  if (v === "" || v.startsWith("/") || !v.endsWith("/")) {
-    return `must be a key prefix that does not start with "/" and ends with "/", e.g. "data/"`;
-  }
-  if (v.split("/").some((s) => s === ".." || s === ".")) return `must not contain "." or ".."`;
-  // deno-lint-ignore no-control-regex
-  if (/[\x00-\x1f\x7f]/.test(v)) return "must not contain control characters";
-  return undefined;
-};
-
-/** An allowed option: `undefined` check = a flag without value. */
-interface Allowed {
-  readonly value?: Check;
+/** An entry split as upstream splits it. */
+export interface SplitEntry {
+  /** The entry without surrounding spaces. */
+  readonly trimmed: string;
+  /** The name without leading dashes, short forms replaced by their long name. */
+  readonly name: string;
+  /** The value without surrounding spaces; "" when none. */
+  readonly value: string;
 }
 
-/** Options a PV may set, with their value checks. */
-export const ALLOWED_OPTIONS: Readonly<Record<string, Allowed>> = {
-  "read-only": {},
-  "allow-delete": {},
-  "allow-overwrite": {},
-  "allow-other": {},
-  "allow-root": {},
-  "force-path-style": {},
-  "debug": {},
-  "debug-crt": {},
-  "no-log": {},
-  "uid": { value: integer(2 ** 31 - 1) },
-  "gid": { value: integer(2 ** 31 - 1) },
-  "dir-mode": { value: octalMode },
-  "file-mode": { value: octalMode },
-  "prefix": { value: prefixCheck },
-  "region": { value: pattern(/^[a-z0-9-]{1,32}$/, "must be a region name such as us-east-1") },
-  "metadata-ttl": { value: ttl },
-  "negative-metadata-ttl": { value: ttl },
-  // Deprecated (upstream v1): enables an emptyDir cache without a size limit; the path is not
-  // used (the cache goes to the Mountpoint Pod's cache volume). Prefer the `cache` attribute.
-  "cache": { value: pattern(/^.{1,256}$/, "must be a path of at most 256 characters") },
-  "max-cache-size": { value: integer(2 ** 31 - 1) },
-  "storage-class": { value: pattern(/^[A-Z_]{1,40}$/, "must be a storage class such as STANDARD") },
-  "sse": {
-    value: pattern(/^(aws:kms|aws:kms:dsse|AES256)$/, "must be aws:kms, aws:kms:dsse or AES256"),
-  },
-  "sse-kms-key-id": { value: pattern(/^[A-Za-z0-9:/_.-]{1,256}$/, "must be a KMS key id or ARN") },
-  "max-threads": { value: integer(4096, 1) },
-  "part-size": { value: partSize },
-  "read-part-size": { value: partSize },
-  "write-part-size": { value: partSize },
-  "upload-checksums": { value: pattern(/^(crc32c|off)$/, "must be crc32c or off") },
-  "maximum-throughput-gbps": {
-    value: (v) =>
-      /^\d{1,4}(\.\d{1,3})?$/.test(v) && Number(v) > 0 && Number(v) <= 10_000
-        ? undefined
-        : "must be a positive number of Gbit/s such as 10",
-  },
-  "aws-max-attempts": { value: integer(100, 1) },
-};
+/** Split one entry into name and value. */
+export function splitEntry(entry: string): SplitEntry {
+  const trimmed = celTrim(entry);
+  const raw = /^[^= ]*/.exec(trimmed)![0];
+  const bare = raw.startsWith("--") ? raw.slice(2) : raw.startsWith("-") ? raw.slice(1) : raw;
+  const value = trimmed.length > raw.length ? celTrim(trimmed.slice(raw.length + 1)) : "";
+  return { trimmed, name: SHORT_OPTION_NAMES.get(bare) ?? bare, value };
+}
 
-/** Options that are refused on purpose, with the reason shown to the user. */
-export const REFUSED_OPTIONS: Readonly<Record<string, string>> = {
-  "endpoint-url":
-    "per-volume endpoints are not supported: the S3 endpoint is configured for the whole driver",
-  "profile": "AWS profiles are not supported: use authenticationSource driver or secret",
-  "ca-bundle": "the CA bundle is configured for the whole driver",
-  "user-agent-prefix": "the driver sets the user agent",
-  "foreground": "the driver always runs the engine in the foreground",
-  "f": "the driver always runs the engine in the foreground",
-  "help": "not a mount option",
-  "h": "not a mount option",
-  "version": "not a mount option",
-  "v": "not a mount option",
-  "o": "FUSE -o options are not supported; use the mount-s3 options",
-  "cache-xz": "S3 Express One Zone shared caches are not supported",
-  "incremental-upload": "incremental upload (S3 Express append) is not supported",
-  "auto-unmount": "the driver manages unmounting",
-  "bind": "the driver manages bind mounts",
-};
-
-/** Split one entry into name and value (`undefined` for a flag). */
-function splitEntry(entry: string): [string, string | undefined] {
-  const trimmed = entry.trim();
-  const eq = trimmed.indexOf("=");
-  const sp = trimmed.indexOf(" ");
-  const cut = eq < 0 ? sp : sp < 0 ? eq : Math.min(eq, sp);
-  const rawName = cut < 0 ? trimmed : trimmed.slice(0, cut);
-  const value = cut < 0 ? undefined : trimmed.slice(cut + 1).trim();
-  return [rawName.replace(/^-{1,2}/, ""), value];
+/** The entry as messages show it when it holds control characters: without them. */
+export function shownWithoutControls(entry: string): string {
+  return firstChars(celTrim(entry.replace(CONTROL_REGEXP_ALL, "")), 100);
 }
 
 /**
- * Parse and check PV mount options.
+ * The problem of one non-blank entry; `duplicate` tells whether an earlier entry has its name.
+ * The admission policy follows these steps in this order.
+ */
+export function entryProblem(
+  entry: string,
+  duplicate: (name: string) => boolean,
+): string | undefined {
+  if (CONTROL_REGEXP.test(entry)) return fill(M.control, { shown: shownWithoutControls(entry) });
+  const { trimmed, name, value } = splitEntry(entry);
+  const form = REFUSED_FORMS[name];
+  if (form !== undefined) return fill(M.notAllowed, { entry: trimmed, reason: form });
+  if (INTERNAL_OPTIONS.includes(name)) {
+    return fill(M.notAllowed, { entry: trimmed, reason: INTERNAL_REASON });
+  }
+  const spec = MOUNT_OPTIONS_BY_NAME.get(name);
+  if (spec === undefined) {
+    return fill(M.unsupported, { entry: trimmed, supported: VOLUME_OPTION_NAMES.join(", ") });
+  }
+  if (spec.status === "refused" || spec.status === "driver") {
+    return fill(M.notAllowed, { entry: trimmed, reason: spec.reason! });
+  }
+  if (duplicate(name)) return fill(M.duplicate, { name });
+  if (spec.value === undefined) {
+    return value === "" ? undefined : fill(M.takesNoValue, { name, value });
+  }
+  if (value === "") return fill(M.needsValue, { name });
+  const problem = valueProblem(spec.value.rules, value);
+  return problem === undefined ? undefined : fill(M.invalid, { name, value, problem });
+}
+
+/** The first problem of a volume's mount options, or undefined when every entry is allowed. */
+export function mountOptionsProblem(flags: readonly string[]): string | undefined {
+  if (flags.length > MAX_MOUNT_OPTIONS) {
+    return fill(M.tooMany, { max: MAX_MOUNT_OPTIONS, count: flags.length });
+  }
+  const seen = new Set<string>();
+  for (const entry of flags) {
+    if (celTrim(entry) === "") continue;
+    const problem = entryProblem(entry, (name) => seen.has(name));
+    if (problem !== undefined) return problem;
+    seen.add(splitEntry(entry).name);
+  }
+  return undefined;
+}
+
+/**
+ * Parse and check PV mount options; `foreground` is accepted and left out.
  * @throws {CsiError} InvalidArgument naming the first refused, unknown, duplicated or malformed
  *   option
  */
 export function parseMountOptions(flags: readonly string[]): MountOptions {
+  const problem = mountOptionsProblem(flags);
+  if (problem !== undefined) throw invalidArgument(problem);
   const out: MountOptions = new Map();
   for (const entry of flags) {
-    if (entry.trim() === "") continue;
-    if (CONTROL_REGEXP.test(entry)) {
-      throw invalidArgument(
-        `Mount option ${
-          JSON.stringify(entry).slice(0, 100)
-        } contains control characters (e.g. a newline): remove them`,
-      );
-    }
-    const [name, value] = splitEntry(entry);
-    const refused = REFUSED_OPTIONS[name];
-    if (refused !== undefined) {
-      throw invalidArgument(`Mount option "${entry.trim()}" is not allowed: ${refused}`);
-    }
-    const allowed = ALLOWED_OPTIONS[name];
-    if (allowed === undefined) {
-      throw invalidArgument(
-        `Mount option "${entry.trim()}" is not supported; remove it from the PersistentVolume's mountOptions (supported: ${
-          Object.keys(ALLOWED_OPTIONS).join(", ")
-        })`,
-      );
-    }
-    if (out.has(name)) {
-      throw invalidArgument(`Mount option "${name}" is given more than once`);
-    }
-    if (allowed.value === undefined) {
-      if (value !== undefined && value !== "") {
-        throw invalidArgument(`Mount option "${name}" takes no value, got "${value}"`);
-      }
-      out.set(name, true);
-      continue;
-    }
-    if (value === undefined || value === "") {
-      throw invalidArgument(`Mount option "${name}" needs a value, e.g. "${name}=..."`);
-    }
-    const problem = allowed.value(value);
-    if (problem !== undefined) {
-      throw invalidArgument(`Mount option "${name}=${value}" is invalid: ${problem}`);
-    }
-    out.set(name, value);
+    if (celTrim(entry) === "") continue;
+    const { name, value } = splitEntry(entry);
+    if (MOUNT_OPTIONS_BY_NAME.get(name)?.status === "ignored") continue;
+    out.set(name, MOUNT_OPTIONS_BY_NAME.get(name)?.value === undefined ? true : value);
   }
   return out;
 }

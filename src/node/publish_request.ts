@@ -36,6 +36,14 @@ import {
 } from "../mppod/cache_volume.ts";
 import { engineOptionsProblem } from "../mppod/engine_support.ts";
 import { parseTargetPath } from "../mppod/paths.ts";
+import {
+  ATTRIBUTE_MESSAGES,
+  CACHE_MESSAGES,
+  COMBINATION_MESSAGES,
+} from "../mppod/volume_messages.ts";
+import { AUTHENTICATION_SOURCES, VOLUME_BUCKET_PATTERN } from "../csi/volume_context.ts";
+import { fill } from "../util/message_template.ts";
+import { firstChars } from "../util/value_rules.ts";
 import { type MountOptions, parseMountOptions, renderArgs } from "./mount_options.ts";
 
 const READ_ONLY_MODES: readonly VolumeCapability_AccessMode_Mode[] = [
@@ -48,7 +56,7 @@ export const FS_GROUP_DIR_MODE = "0770";
 /** File mode given with an fsGroup. */
 export const FS_GROUP_FILE_MODE = "0660";
 
-const BUCKET_REGEXP = /^[A-Za-z0-9][A-Za-z0-9._-]{1,61}[A-Za-z0-9]$/;
+const BUCKET_REGEXP = new RegExp(VOLUME_BUCKET_PATTERN);
 // deno-lint-ignore no-control-regex
 const CONTROL_REGEXP = /[\x00-\x1f\x7f]/;
 
@@ -144,7 +152,7 @@ function mergeContextOption(
   const fromOptions = options.get(name);
   if (fromOptions !== undefined && fromOptions !== value) {
     throw invalidArgument(
-      `Volume attribute "${name}" ("${value}") conflicts with mount option "${name}=${fromOptions}"; set it in one place`,
+      fill(ATTRIBUTE_MESSAGES.conflict, { name, value, option: String(fromOptions) }),
     );
   }
   const parsed = parseMountOptions([`${name}=${value}`]);
@@ -155,21 +163,36 @@ function mergeContextOption(
  * Combinations of options mount-s3 refuses (it exits at once, after the FUSE mount exists).
  * @throws {CsiError} InvalidArgument
  */
-function checkCombinations(options: MountOptions): void {
+function checkCombinations(options: MountOptions, auth: string): void {
+  const problem = combinationProblem(options, auth);
+  if (problem !== undefined) throw invalidArgument(problem);
+}
+
+/**
+ * The first combination of options (and authentication source) that the engine or the driver
+ * refuses, or undefined; the admission policy checks the same, in the same order.
+ */
+export function combinationProblem(options: MountOptions, auth: string): string | undefined {
+  const M = COMBINATION_MESSAGES;
   const key = options.get("sse-kms-key-id");
   const sse = options.get("sse");
   if (key !== undefined && sse !== "aws:kms" && sse !== "aws:kms:dsse") {
-    throw invalidArgument(
-      `Mount option "sse-kms-key-id=${key}" needs "sse=aws:kms" or "sse=aws:kms:dsse"${
-        sse === undefined ? "" : ` (the volume has sse=${sse})`
-      }: add or fix the sse option`,
-    );
+    const hasSse = sse === undefined ? "" : fill(M.kmsHasSse, { sse: String(sse) });
+    return fill(M.kmsNeedsSse, { key: String(key), hasSse });
   }
-  if (options.has("no-log") && (options.has("debug") || options.has("debug-crt"))) {
-    throw invalidArgument(
-      `Mount option "no-log" cannot be combined with "debug" or "debug-crt": remove one of them`,
-    );
+  if (
+    options.has("no-log") &&
+    (options.has("debug") || options.has("debug-crt") || options.has("log-metrics"))
+  ) {
+    return M.noLog;
   }
+  if (options.has("allow-other") && options.has("allow-root")) return M.allowOtherAndRoot;
+  const interval = options.get("otlp-export-interval");
+  if (interval !== undefined && !options.has("otlp-endpoint")) {
+    return fill(M.otlpInterval, { interval: String(interval) });
+  }
+  if (options.has("no-sign-request") && auth === "secret") return M.unsignedSecret;
+  return undefined;
 }
 
 /**
@@ -190,7 +213,10 @@ function applyCache(
     if (!cache) {
       if (requested !== undefined) {
         throw invalidArgument(
-          `Mount option "max-cache-size=${requested}" needs a local cache: set the volume attribute ${CACHE_ATTRIBUTES.cache} (emptyDir or ephemeral)`,
+          fill(CACHE_MESSAGES.needsCache, {
+            requested: String(requested),
+            cache: CACHE_ATTRIBUTES.cache,
+          }),
         );
       }
       return undefined;
@@ -227,23 +253,21 @@ export function validatePublish(
     );
   }
   const bucket = ctx[VOLUME_CONTEXT.bucketName];
-  if (!bucket) {
-    throw invalidArgument(
-      `Bucket name not provided: set volumeAttributes.bucketName on the PersistentVolume`,
-    );
-  }
+  if (!bucket) throw invalidArgument(ATTRIBUTE_MESSAGES.bucketMissing);
   if (!BUCKET_REGEXP.test(bucket) || bucket.includes("..")) {
-    throw invalidArgument(`Bucket name "${bucket.slice(0, 80)}" is not a valid S3 bucket name`);
+    throw invalidArgument(
+      fill(ATTRIBUTE_MESSAGES.bucketInvalid, { bucket: firstChars(bucket, 80) }),
+    );
   }
   const auth = ctx[VOLUME_CONTEXT.authenticationSource] || "driver";
-  if (auth !== "driver" && auth !== "secret") {
-    throw invalidArgument(
-      `Unknown authenticationSource "${auth}": use "driver" (default) or "secret" (with nodePublishSecretRef)`,
-    );
+  if (!(AUTHENTICATION_SOURCES as readonly string[]).includes(auth)) {
+    throw invalidArgument(fill(ATTRIBUTE_MESSAGES.authUnknown, { auth }));
   }
   const engine = ctx[VOLUME_CONTEXT.engine] || defaultEngine;
   if (!ENGINES.includes(engine as Engine)) {
-    throw invalidArgument(`Unknown engine "${engine}": use one of ${ENGINES.join(", ")}`);
+    throw invalidArgument(
+      fill(ATTRIBUTE_MESSAGES.engineUnknown, { engine, engines: ENGINES.join(", ") }),
+    );
   }
   const mount = req.volumeCapability?.mount;
   const options = parseMountOptions(mount?.mountFlags ?? []);
@@ -255,6 +279,11 @@ export function validatePublish(
   if (group) {
     if (!/^\d{1,10}$/.test(group) || Number(group) > 2 ** 31 - 1) {
       throw invalidArgument(`Volume mount group "${group}" is not a numeric group id`);
+    }
+    if (Number(group) === 0) {
+      throw invalidArgument(
+        `Volume mount group "0" (the pod's fsGroup 0, root) cannot own the volume's files: mount-s3 refuses gid 0 as upstream does; give the pod a non-zero fsGroup, or none`,
+      );
     }
     fsGroup = Number(group);
     const gid = options.get("gid");
@@ -270,11 +299,12 @@ export function validatePublish(
   const readOnlyVolume = readOnlyMode || options.has("read-only");
   if (readOnlyVolume) options.set("read-only", true);
   // The kernel mount always has allow_other (workloads run as any uid); permissions are then
-  // checked by the kernel (default_permissions) against uid/gid/modes.
-  options.delete("allow-root");
-  options.set("allow-other", true);
+  // checked by the kernel (default_permissions) against uid/gid/modes. The engine admits every
+  // user (allow-other) unless the volume asks for allow-root: then only root and the Mountpoint
+  // Pod's user, as upstream.
+  checkCombinations(options, auth);
+  if (!options.has("allow-root")) options.set("allow-other", true);
   options.set("force-path-style", true);
-  checkCombinations(options);
   const cache = applyCache(options, ctx, cacheSizeLimit);
   const problem = engineOptionsProblem(engine as Engine, options);
   if (problem) throw invalidArgument(problem);
@@ -291,7 +321,7 @@ export function validatePublish(
     bucket,
     readOnlyVolume,
     readOnlyTarget: readOnlyVolume || req.readonly === true,
-    authenticationSource: auth,
+    authenticationSource: auth as AuthenticationSource,
     engine: engine as Engine,
     cache,
     fsGroup,

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import type { NodePublishVolumeRequest } from "../csi/gen/csi_types.ts";
 import { CsiError } from "../csi/errors.ts";
 import { mountArgProblem } from "../mppod/mount_message.ts";
-import { ALLOWED_OPTIONS, renderArgs } from "./mount_options.ts";
+import { MOUNT_OPTION_SPECS } from "../mppod/mount_option_spec.ts";
+import { renderArgs } from "./mount_options.ts";
 import { checkTargetPath, validatePublish } from "./publish_request.ts";
 
 const ROOT = "/var/lib/kubelet";
@@ -134,50 +135,90 @@ Deno.test("checkTargetPath() names the field", () => {
   assert.throws(() => checkTargetPath(ROOT, "", "Volume path"), /Volume path not provided/);
 });
 
-const SAMPLE_VALUES: Record<string, string> = {
-  uid: "1000",
-  gid: "1000",
-  "dir-mode": "0750",
-  "file-mode": "0640",
-  prefix: "data/",
-  region: "eu-west-1",
-  "metadata-ttl": "60",
-  "negative-metadata-ttl": "indefinite",
-  cache: "/tmp/cache",
-  "max-cache-size": "100",
-  "storage-class": "STANDARD",
-  sse: "aws:kms",
-  "sse-kms-key-id": "arn:aws:kms:eu-west-1:1:key/k",
-  "max-threads": "16",
-  "part-size": "8388608",
-  "read-part-size": "8388608",
-  "write-part-size": "8388608",
-  "upload-checksums": "off",
-  "maximum-throughput-gbps": "10",
-  "aws-max-attempts": "3",
-};
-
-/** Options that mount-s3 takes only together with another one. */
-const COMPANIONS: Record<string, string[]> = {
-  "max-cache-size": ["cache=/tmp/cache"],
-  "sse-kms-key-id": ["sse=aws:kms"],
-};
-
-Deno.test("validatePublish(): every allowed option renders to an argument the mounter accepts", () => {
-  for (const [name, spec] of Object.entries(ALLOWED_OPTIONS)) {
-    const flag = spec.value ? `${name}=${SAMPLE_VALUES[name]}` : name;
-    assert.ok(!spec.value || SAMPLE_VALUES[name], `a sample value for ${name}`);
-    const p = validatePublish(
-      req({
-        volumeCapability: {
-          mount: { mountFlags: [flag, ...(COMPANIONS[name] ?? [])] },
-          accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
-        },
-      }),
-      ROOT,
-    );
-    for (const arg of renderArgs(p.options)) assert.equal(mountArgProblem(arg), undefined, arg);
+Deno.test("validatePublish(): every volume option renders to an argument the mounter accepts", () => {
+  for (const spec of MOUNT_OPTION_SPECS.filter((s) => s.status === "volume")) {
+    for (const flag of spec.value ? spec.examples!.map((v) => `${spec.name}=${v}`) : [spec.name]) {
+      const p = validatePublish(
+        req({
+          volumeCapability: {
+            mount: { mountFlags: [flag, ...(spec.needs ?? [])] },
+            accessMode: { mode: "MULTI_NODE_MULTI_WRITER" },
+          },
+        }),
+        ROOT,
+      );
+      for (const arg of renderArgs(p.options)) assert.equal(mountArgProblem(arg), undefined, arg);
+      assert.ok(p.options.has(spec.name), `${flag} reaches the engine`);
+    }
   }
+});
+
+Deno.test("validatePublish(): allow-root is honoured (no allow-other), both at once are refused", () => {
+  const p = validatePublish(withFlags(["allow-root"]), ROOT);
+  assert.equal(p.options.has("allow-root"), true);
+  assert.equal(p.options.has("allow-other"), false);
+  refuses(
+    withFlags(["allow-root", "allow-other"]),
+    /"allow-other" and "allow-root" cannot be combined/,
+  );
+  refuses(
+    withFlags(["allow-root", "allow-delete", "allow-overwrite"], { engine: "rclone" }),
+    /rclone engine cannot honour the mount option "allow-root" \(rclone cannot restrict/,
+  );
+});
+
+Deno.test("validatePublish(): foreground is dropped; uid/gid 0 and fsGroup 0 are refused", () => {
+  const p = validatePublish(withFlags(["-f", "allow-delete"]), ROOT);
+  assert.equal(p.options.has("foreground"), false);
+  refuses(withFlags(["uid=0"]), /"uid=0" is invalid: must be a user id from 1/);
+  refuses(
+    req({
+      volumeCapability: {
+        mount: { volumeMountGroup: "0" },
+        accessMode: { mode: "SINGLE_NODE_WRITER" },
+      },
+    }),
+    /Volume mount group "0" \(the pod's fsGroup 0, root\)/,
+  );
+});
+
+Deno.test("validatePublish(): combinations of the new upstream options", () => {
+  for (
+    const [flags, ctx, re] of [
+      [
+        ["no-log", "log-metrics"],
+        {},
+        /"no-log" cannot be combined with "debug", "debug-crt" or "log-metrics"/,
+      ],
+      [["otlp-export-interval=5"], {}, /"otlp-export-interval=5" needs "otlp-endpoint=<URL>"/],
+      [
+        ["no-sign-request"],
+        { authenticationSource: "secret" },
+        /"no-sign-request" sends no credentials/,
+      ],
+      [
+        ["upload-checksums=crc64nvme", "allow-delete", "allow-overwrite"],
+        { engine: "rclone" },
+        /cannot honour "upload-checksums=crc64nvme" \(only "off"\)/,
+      ],
+      [
+        ["memory-target=1024", "allow-delete", "allow-overwrite"],
+        { engine: "rclone" },
+        /"memory-target=1024" \(rclone has no memory target/,
+      ],
+    ] as const
+  ) refuses(withFlags([...flags], ctx), re);
+  const p = validatePublish(
+    withFlags([
+      "requester-pays",
+      "no-sign-request",
+      "infer-content-type",
+      "allow-delete",
+      "allow-overwrite",
+    ], { engine: "rclone" }),
+    ROOT,
+  );
+  assert.equal(p.options.has("no-sign-request"), true);
 });
 
 Deno.test("validatePublish(): a newline in an option is refused before anything is mounted", () => {

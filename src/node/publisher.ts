@@ -45,7 +45,7 @@ import { logger } from "../util/log.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
 import { openCommDir, readMountError, reportForLog, shortMessage } from "./comm_dir.ts";
 import {
-  credentialsEnv,
+  engineCredentialsEnv,
   removeCredentials,
   resolveCredentials,
   type S3Credentials,
@@ -186,7 +186,12 @@ export class Publisher {
     signal: AbortSignal = NEVER,
   ): Promise<PublishOutcome> {
     // 1.
-    const creds = resolveCredentials(p.authenticationSource, secrets, this.#o.env);
+    const creds = resolveCredentials(
+      p.authenticationSource,
+      secrets,
+      this.#o.env,
+      p.options.has("no-sign-request"),
+    );
     // 2.
     const mine = new AbortController();
     const onCallAbort = () => mine.abort(signal.reason);
@@ -601,6 +606,9 @@ export class Publisher {
       accessKeyId: creds.accessKeyId,
       secretAccessKey: creds.secretAccessKey,
       sessionToken: creds.sessionToken,
+      anonymous: creds.anonymous === true,
+      requesterPays: p.options.has("requester-pays"),
+      expectedBucketOwner: stringOption(p.options.get("expected-bucket-owner")),
     }, this.#t.probeMs);
     if (result.ok) return;
     const endpoint = this.#o.endpoint ?? "AWS S3";
@@ -660,17 +668,19 @@ export class Publisher {
     const options = new Map(p.options);
     const attempts = options.get("aws-max-attempts");
     options.delete("aws-max-attempts");
-    options.set(
-      "user-agent-prefix",
-      `s3-csi-driver/${DRIVER_VERSION} credential-source#${creds.source}`,
-    );
+    // The volume's own prefix first, then the driver's (as upstream puts its prefix before its own).
+    const driverAgent = `s3-csi-driver/${DRIVER_VERSION} credential-source#${
+      creds.anonymous ? "none" : creds.source
+    }`;
+    const userAgent = options.get("user-agent-prefix");
+    options.set("user-agent-prefix", userAgent ? `${userAgent} ${driverAgent}` : driverAgent);
     const region = String(options.get("region") ?? this.#o.region);
     const proxy = PROXY_ENV.flatMap((k) => {
       const v = this.#o.env(k);
       return v ? [`${k}=${v}`] : [];
     });
     const env = [
-      ...credentialsEnv(),
+      ...engineCredentialsEnv(creds),
       `AWS_REGION=${region}`,
       ...(this.#o.endpoint ? [`AWS_ENDPOINT_URL=${this.#o.endpoint}`] : []),
       ...(attempts !== undefined ? [`AWS_MAX_ATTEMPTS=${attempts}`] : []),
@@ -756,4 +766,9 @@ export class Publisher {
       await watchError.catch(() => {});
     }
   }
+}
+
+/** A value option's value (undefined for an absent option or a flag). */
+function stringOption(value: string | true | undefined): string | undefined {
+  return typeof value === "string" ? value : undefined;
 }

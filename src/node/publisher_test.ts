@@ -8,6 +8,7 @@ import { SysError } from "../sys/errno.ts";
 import { findMount } from "../sys/mountinfo.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { validatePublish } from "./publish_request.ts";
+import type { BucketProbe, ProbeTarget } from "../s3/bucket_probe.ts";
 import { ROOT, world } from "./_test_fixtures.ts";
 
 async function until(check: () => unknown): Promise<void> {
@@ -260,4 +261,59 @@ Deno.test("Publisher: a Mountpoint Pod that is not what the controller renders g
   assert.equal(w.files.files.has(`${comm}/credentials/s3-csi-credentials`), false, "no keys");
   assert.deepEqual(w.sys.callsOf("mountFuse"), [], "no FUSE mount");
   assert.equal(w.received.get("mp-1"), undefined, "nothing sent to the pod");
+});
+
+Deno.test("Publisher: no-sign-request gives the pod no credentials; the volume's user agent comes first; the probe gets the request options", async () => {
+  const probes: ProbeTarget[] = [];
+  const probe: BucketProbe = {
+    probe: (target) => {
+      probes.push(target);
+      return Promise.resolve({ ok: true });
+    },
+  };
+  await using w = await world({ probe });
+  const uid = await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const flags = [
+    "no-sign-request",
+    "read-only",
+    "requester-pays",
+    "expected-bucket-owner=111122223333",
+    "user-agent-prefix=my-team/1.0",
+    "allow-root",
+  ];
+  const p = validatePublish(
+    req(w.target("uid-a", "pv-1"), {
+      volumeCapability: {
+        mount: { mountFlags: flags },
+        accessMode: { mode: "MULTI_NODE_READER_ONLY" as const },
+      },
+    }),
+    ROOT,
+  );
+  assert.equal(await w.publisher.publish(p, {}), "source-and-bind");
+  await until(() => w.received.get("mp-1")?.length);
+  const msg = w.received.get("mp-1")![0]!;
+  assert.ok(!msg.env.some((e) => e.startsWith("AWS_SHARED_CREDENTIALS_FILE=")), msg.env.join(" "));
+  assert.ok(!msg.env.some((e) => e.startsWith("AWS_PROFILE=")));
+  assert.equal(
+    w.files.files.get(`${hostCommDir(ROOT, uid)}/credentials/s3-csi-credentials`),
+    undefined,
+    "no credentials written for an unsigned volume",
+  );
+  assert.ok(msg.args.includes("--allow-root") && !msg.args.includes("--allow-other"));
+  assert.ok(
+    msg.args.some((a) =>
+      /^--user-agent-prefix=my-team\/1\.0 s3-csi-driver\/\S+ credential-source#none$/.test(a)
+    ),
+    msg.args.join(" "),
+  );
+  assert.deepEqual(
+    {
+      anonymous: probes[0]!.anonymous,
+      requesterPays: probes[0]!.requesterPays,
+      owner: probes[0]!.expectedBucketOwner,
+    },
+    { anonymous: true, requesterPays: true, owner: "111122223333" },
+  );
 });

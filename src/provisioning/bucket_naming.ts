@@ -10,49 +10,24 @@
  * @module
  */
 import { createHash } from "node:crypto";
+import {
+  BUCKET_NAME_PREFIX_RULES,
+  BUCKET_NAME_RULES,
+  MAX_BUCKET_NAME,
+  MAX_BUCKET_NAME_PREFIX,
+} from "../options/storage_class_parameters.ts";
+import { valueProblem } from "../util/value_rules.ts";
 
-/** Longest bucket name. */
-export const MAX_BUCKET_NAME = 63;
-/** Longest `bucketNamePrefix`, so that a name always keeps 30 characters of its own. */
-export const MAX_BUCKET_NAME_PREFIX = 32;
-
-const RESERVED_PREFIXES = ["xn--", "sthree-", "amzn-s3-demo-"];
-const RESERVED_SUFFIXES = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"];
+export { MAX_BUCKET_NAME, MAX_BUCKET_NAME_PREFIX };
 
 /** Why `name` is not a valid bucket name, or undefined when it is. */
 export function bucketNameProblem(name: string): string | undefined {
-  if (name.length < 3 || name.length > MAX_BUCKET_NAME) {
-    return `must be 3 to ${MAX_BUCKET_NAME} characters long (got ${name.length})`;
-  }
-  if (!/^[a-z0-9.-]+$/.test(name)) {
-    return "may contain only lowercase letters, digits, '.' and '-'";
-  }
-  if (!/^[a-z0-9]/.test(name) || !/[a-z0-9]$/.test(name)) {
-    return "must start and end with a lowercase letter or a digit";
-  }
-  if (name.includes("..")) return "must not contain '..'";
-  if (/^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name)) {
-    return "must not look like an IP address";
-  }
-  const pre = RESERVED_PREFIXES.find((p) => name.startsWith(p));
-  if (pre) return `must not start with the reserved prefix "${pre}"`;
-  const suf = RESERVED_SUFFIXES.find((s) => name.endsWith(s));
-  if (suf) return `must not end with the reserved suffix "${suf}"`;
-  return undefined;
+  return valueProblem(BUCKET_NAME_RULES, name);
 }
 
 /** Why `prefix` cannot start generated bucket names, or undefined. */
 export function bucketNamePrefixProblem(prefix: string): string | undefined {
-  if (prefix.length > MAX_BUCKET_NAME_PREFIX) {
-    return `must be at most ${MAX_BUCKET_NAME_PREFIX} characters long (got ${prefix.length})`;
-  }
-  if (!/^[a-z0-9][a-z0-9.-]*$/.test(prefix)) {
-    return "must start with a lowercase letter or digit and contain only lowercase letters, digits, '.' and '-'";
-  }
-  if (prefix.includes("..")) return "must not contain '..'";
-  const pre = RESERVED_PREFIXES.find((p) => prefix.startsWith(p) || p.startsWith(prefix + "-"));
-  if (pre && prefix.startsWith(pre)) return `must not start with the reserved prefix "${pre}"`;
-  return undefined;
+  return valueProblem(BUCKET_NAME_PREFIX_RULES, prefix);
 }
 
 function shortHash(text: string): string {

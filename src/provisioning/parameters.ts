@@ -11,63 +11,29 @@
 import { invalidArgument } from "../csi/errors.ts";
 import { ENGINES } from "../mppod/mount_message.ts";
 import { CACHE_ATTRIBUTES, CacheConfigError, parseCacheConfig } from "../mppod/cache_volume.ts";
+import {
+  BASE_PREFIX_RULES,
+  DELETE_POLICIES,
+  type DeletePolicy,
+  EXTRA_METADATA,
+  KNOWN_PARAMETERS,
+  type Mode,
+  MODES,
+  PARAM,
+  PARAMETER_AUTH_SOURCES,
+  PARAMETER_MESSAGES as M,
+  REGION_PATTERN,
+} from "../options/storage_class_parameters.ts";
+import { fill } from "../util/message_template.ts";
+import { valueProblem } from "../util/value_rules.ts";
 import { bucketNamePrefixProblem, bucketNameProblem } from "./bucket_naming.ts";
 
-/** StorageClass parameter names. */
-export const PARAM = {
-  mode: "mode",
-  bucketName: "bucketName",
-  bucketNamePrefix: "bucketNamePrefix",
-  basePrefix: "basePrefix",
-  deletePolicy: "deletePolicy",
-  region: "region",
-  authenticationSource: "authenticationSource",
-  engine: "engine",
-  cache: CACHE_ATTRIBUTES.cache,
-  cacheEmptyDirSizeLimit: CACHE_ATTRIBUTES.emptyDirSizeLimit,
-  cacheEmptyDirMedium: CACHE_ATTRIBUTES.emptyDirMedium,
-  cacheEphemeralStorageClassName: CACHE_ATTRIBUTES.ephemeralStorageClassName,
-  cacheEphemeralStorageResourceRequest: CACHE_ATTRIBUTES.ephemeralStorageResourceRequest,
-} as const;
+export { DELETE_POLICIES, type DeletePolicy, EXTRA_METADATA, type Mode, MODES, PARAM };
 
 /** Parameters passed to the volume context as they are (the local cache of the volume). */
 export const PASSTHROUGH: readonly string[] = Object.values(CACHE_ATTRIBUTES);
 
-/** Keys `csi-provisioner --extra-create-metadata` adds; recorded as bucket tags. */
-export const EXTRA_METADATA = {
-  pvcName: "csi.storage.k8s.io/pvc/name",
-  pvcNamespace: "csi.storage.k8s.io/pvc/namespace",
-  pvName: "csi.storage.k8s.io/pv/name",
-} as const;
-
-/** Keys the sidecar normally strips but that are harmless when present (older sidecars, tests). */
-const TOLERATED = new Set([
-  "csi.storage.k8s.io/fstype",
-  ...["provisioner", "node-publish", "controller-publish", "node-stage", "controller-expand"]
-    .flatMap((
-      t,
-    ) => [`csi.storage.k8s.io/${t}-secret-name`, `csi.storage.k8s.io/${t}-secret-namespace`]),
-  "csi.storage.k8s.io/secret-name",
-  "csi.storage.k8s.io/secret-namespace",
-  // Deprecated un-prefixed secret keys: the sidecar honours them and leaves them in parameters.
-  "csiProvisionerSecretName",
-  "csiProvisionerSecretNamespace",
-  "csiNodePublishSecretName",
-  "csiNodePublishSecretNamespace",
-  "csiControllerPublishSecretName",
-  "csiControllerPublishSecretNamespace",
-  "csiNodeStageSecretName",
-  "csiNodeStageSecretNamespace",
-]);
-
-/** Volume layout. */
-export type Mode = "bucket" | "prefix";
-/** What DeleteVolume does with the data. */
-export type DeletePolicy = "retain" | "delete-if-empty" | "delete-all";
-/** Modes. */
-export const MODES: readonly Mode[] = ["bucket", "prefix"];
-/** Delete policies. */
-export const DELETE_POLICIES: readonly DeletePolicy[] = ["retain", "delete-if-empty", "delete-all"];
+const KNOWN = new Set(KNOWN_PARAMETERS);
 
 /** Parsed parameters. */
 export interface VolumeParams {
@@ -97,25 +63,25 @@ export interface VolumeParams {
 
 function oneOf<T extends string>(key: string, value: string, allowed: readonly T[]): T {
   if (!(allowed as readonly string[]).includes(value)) {
-    throw invalidArgument(
-      `StorageClass parameter ${key}: "${value}" is not one of ${allowed.join(", ")}`,
-    );
+    throw invalidArgument(fill(M.oneOf, { key, value, allowed: allowed.join(", ") }));
   }
   return value as T;
 }
 
 /** Why `p` cannot be a base prefix, or undefined. */
 export function basePrefixProblem(p: string): string | undefined {
-  if (p === "") return undefined;
-  if (p.length > 40) return `must be at most 40 characters long (got ${p.length})`;
-  if (!/^[A-Za-z0-9!_.*'()/-]+$/.test(p)) {
-    return "may contain only letters, digits and ! _ . * ' ( ) / -";
-  }
-  if (p.startsWith("/") || !p.endsWith("/")) return 'must not start with "/" and must end with "/"';
-  if (p.split("/").slice(0, -1).some((s) => s === "" || s === "." || s === "..")) {
-    return 'must not contain empty, "." or ".." segments';
-  }
-  return undefined;
+  return p === "" ? undefined : valueProblem(BASE_PREFIX_RULES, p);
+}
+
+/** The first unknown key (in sorted order) and how many there are, or undefined. */
+export function unknownParameterProblem(keys: readonly string[]): string | undefined {
+  const unknown = keys.filter((k) => !KNOWN.has(k)).sort();
+  if (unknown.length === 0) return undefined;
+  return fill(M.unknown, {
+    first: unknown[0]!,
+    more: unknown.length > 1 ? fill(M.unknownMore, { count: unknown.length - 1 }) : "",
+    allowed: Object.values(PARAM).join(", "),
+  });
 }
 
 /**
@@ -126,15 +92,8 @@ export function parseParameters(
   params: Readonly<Record<string, string>> | null | undefined,
 ): VolumeParams {
   const p = params ?? {};
-  const known = new Set<string>([...Object.values(PARAM), ...Object.values(EXTRA_METADATA)]);
-  const unknown = Object.keys(p).filter((k) => !known.has(k) && !TOLERATED.has(k)).sort();
-  if (unknown.length > 0) {
-    throw invalidArgument(
-      `Unknown StorageClass parameter(s) ${unknown.map((k) => `"${k}"`).join(", ")}: allowed are ${
-        Object.values(PARAM).join(", ")
-      } (see docs/provisioning.md)`,
-    );
-  }
+  const unknown = unknownParameterProblem(Object.keys(p));
+  if (unknown !== undefined) throw invalidArgument(unknown);
   const mode = oneOf(PARAM.mode, p[PARAM.mode] || "bucket", MODES);
   const deletePolicy = oneOf(
     PARAM.deletePolicy,
@@ -145,59 +104,37 @@ export function parseParameters(
   const bucketNamePrefix = p[PARAM.bucketNamePrefix] ?? "";
   const basePrefix = p[PARAM.basePrefix] ?? "";
   if (mode === "prefix") {
-    if (!bucketName) {
-      throw invalidArgument(
-        `StorageClass parameter bucketName is required with mode "prefix": name the existing bucket that holds the volumes`,
-      );
-    }
+    if (!bucketName) throw invalidArgument(M.prefixNeedsBucket);
     const problem = bucketNameProblem(bucketName);
-    if (problem) {
-      throw invalidArgument(`StorageClass parameter bucketName "${bucketName}" ${problem}`);
-    }
-    if (bucketNamePrefix) {
-      throw invalidArgument(
-        `StorageClass parameter bucketNamePrefix applies to mode "bucket" only; with mode "prefix" use basePrefix`,
-      );
-    }
+    if (problem) throw invalidArgument(fill(M.bucketName, { value: bucketName, problem }));
+    if (bucketNamePrefix) throw invalidArgument(M.prefixNoBucketNamePrefix);
     const bp = basePrefixProblem(basePrefix);
-    if (bp) throw invalidArgument(`StorageClass parameter basePrefix "${basePrefix}" ${bp}`);
+    if (bp) throw invalidArgument(fill(M.basePrefix, { value: basePrefix, problem: bp }));
   } else {
-    if (bucketName) {
-      throw invalidArgument(
-        `StorageClass parameter bucketName applies to mode "prefix" only (mode "bucket" creates one bucket per volume; use bucketNamePrefix to choose how their names start)`,
-      );
-    }
-    if (basePrefix) {
-      throw invalidArgument(`StorageClass parameter basePrefix applies to mode "prefix" only`);
-    }
+    if (bucketName) throw invalidArgument(M.bucketNoBucketName);
+    if (basePrefix) throw invalidArgument(M.bucketNoBasePrefix);
     const problem = bucketNamePrefix ? bucketNamePrefixProblem(bucketNamePrefix) : undefined;
     if (problem) {
-      throw invalidArgument(
-        `StorageClass parameter bucketNamePrefix "${bucketNamePrefix}" ${problem}`,
-      );
+      throw invalidArgument(fill(M.bucketNamePrefix, { value: bucketNamePrefix, problem }));
     }
   }
   const region = p[PARAM.region] || undefined;
-  if (region !== undefined && !/^[a-z0-9-]{1,32}$/.test(region)) {
-    throw invalidArgument(
-      `StorageClass parameter region "${region}" is not a region name such as us-east-1`,
-    );
+  if (region !== undefined && !new RegExp(REGION_PATTERN).test(region)) {
+    throw invalidArgument(fill(M.region, { value: region }));
   }
   const auth = p[PARAM.authenticationSource] || undefined;
   const authenticationSource = auth === undefined
     ? undefined
-    : oneOf(PARAM.authenticationSource, auth, ["driver", "secret"] as const);
+    : oneOf(PARAM.authenticationSource, auth, PARAMETER_AUTH_SOURCES);
   const engine = p[PARAM.engine] || undefined;
   if (engine !== undefined) oneOf(PARAM.engine, engine, ENGINES);
   const passthrough: Record<string, string> = {};
   for (const k of PASSTHROUGH) if (p[k]) passthrough[k] = p[k];
   try {
-    parseCacheConfig(passthrough, false);
+    parseCacheConfig(passthrough, false, "parameter");
   } catch (err) {
     if (err instanceof CacheConfigError) {
-      throw invalidArgument(
-        `StorageClass parameters: ${err.message.replace(/Volume attribute/g, "parameter")}`,
-      );
+      throw invalidArgument(fill(M.cache, { problem: err.message }));
     }
     throw err;
   }

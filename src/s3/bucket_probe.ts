@@ -25,6 +25,12 @@ export interface ProbeTarget {
   readonly secretAccessKey: string;
   /** Credentials. */
   readonly sessionToken?: string | undefined;
+  /** Unsigned requests (`no-sign-request`, public buckets): the keys are not used. */
+  readonly anonymous?: boolean;
+  /** Send `x-amz-request-payer: requester` (`requester-pays`). */
+  readonly requesterPays?: boolean;
+  /** Send `x-amz-expected-bucket-owner` (`expected-bucket-owner`). */
+  readonly expectedBucketOwner?: string | undefined;
 }
 
 /** Outcome of a probe. */
@@ -101,7 +107,8 @@ export class AwsBucketProbe implements BucketProbe {
       region: target.region,
       ...(target.endpoint ? { endpoint: target.endpoint } : {}),
       forcePathStyle: target.forcePathStyle,
-      credentials: {
+      // Anonymous requests are signed with placeholder keys and sent without the signature (below).
+      credentials: target.anonymous ? { accessKeyId: "anonymous", secretAccessKey: "anonymous" } : {
         accessKeyId: target.accessKeyId,
         secretAccessKey: target.secretAccessKey,
         ...(target.sessionToken ? { sessionToken: target.sessionToken } : {}),
@@ -110,10 +117,43 @@ export class AwsBucketProbe implements BucketProbe {
       requestChecksumCalculation: "WHEN_REQUIRED",
       responseChecksumValidation: "WHEN_REQUIRED",
     });
+    if (target.anonymous) {
+      // Unsigned, as the engine's requests with no-sign-request: the deserialize step sees the
+      // request after signing, just before it is sent.
+      client.middlewareStack.add(
+        (next) => (args) => {
+          const headers = (args.request as { headers?: Record<string, string> }).headers ?? {};
+          for (const h of Object.keys(headers)) {
+            if (/^(authorization|x-amz-date|x-amz-security-token|x-amz-content-sha256)$/i.test(h)) {
+              delete headers[h];
+            }
+          }
+          return next(args);
+        },
+        { step: "deserialize", name: "s3csiUnsigned", priority: "high" },
+      );
+    }
+    if (target.requesterPays) {
+      // HeadBucket has no RequestPayer field; the header is what S3 reads.
+      client.middlewareStack.add(
+        (next) => (args) => {
+          const request = args.request as { headers?: Record<string, string> };
+          if (request.headers) request.headers["x-amz-request-payer"] = "requester";
+          return next(args);
+        },
+        { step: "build", name: "s3csiRequesterPays" },
+      );
+    }
     try {
-      await client.send(new HeadBucketCommand({ Bucket: target.bucket }), {
-        abortSignal: AbortSignal.timeout(timeoutMs),
-      });
+      await client.send(
+        new HeadBucketCommand({
+          Bucket: target.bucket,
+          ...(target.expectedBucketOwner
+            ? { ExpectedBucketOwner: target.expectedBucketOwner }
+            : {}),
+        }),
+        { abortSignal: AbortSignal.timeout(timeoutMs) },
+      );
       return { ok: true };
     } catch (err) {
       const aborted = (err as { name?: string })?.name === "AbortError" ||

@@ -251,6 +251,7 @@ Deno.test("rbac: the node plugin's Node patch is narrowed by an admission policy
   const binding = objects.find((o) =>
     o.kind === "ValidatingAdmissionPolicyBinding" && o.metadata.name === NODE_POLICY
   )!;
+  assert.equal(policy.metadata.name, NODE_POLICY);
   const spec = policy.spec as {
     failurePolicy: string;
     matchConstraints: { resourceRules: { resources: string[]; operations: string[] }[] };
@@ -328,6 +329,7 @@ Deno.test("rbac: admission policies keep Mountpoint Pods to the controller and t
   assert.ok(at(binding) < at(named("Deployment", "s3-csi-controller")));
   const off = renderManifests(resolveValues({
     mountpointPod: { restrictPodCreation: false, restrictPriorityClasses: false },
+    validateVolumes: false,
   }));
   assert.deepEqual(
     off.filter((o) => o.kind === "ValidatingAdmissionPolicy").map((o) => o.metadata.name),

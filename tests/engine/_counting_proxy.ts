@@ -1,5 +1,6 @@
 /**
- * A tiny counting HTTP proxy for tests that prove an engine uses the proxy settings it is given.
+ * A tiny counting HTTP proxy for tests that prove an engine uses the proxy settings it is given,
+ * and that record what the engine sends (the headers of plain-HTTP requests).
  *
  * @module
  */
@@ -13,6 +14,16 @@ export interface ProxyLog {
   connects: string[];
   /** Absolute URIs of forwarded requests. */
   forwards: string[];
+  /** Forwarded requests with their headers (names in lower case), in order. */
+  requests: ForwardedRequest[];
+}
+
+/** A request the proxy forwarded. */
+export interface ForwardedRequest {
+  readonly method: string;
+  /** Absolute URI. */
+  readonly target: string;
+  readonly headers: Readonly<Record<string, string>>;
 }
 
 /**
@@ -21,7 +32,7 @@ export interface ProxyLog {
  * Content-Length).
  */
 export async function startProxy(): Promise<{ url: string; log: ProxyLog } & AsyncDisposable> {
-  const log: ProxyLog = { connects: [], forwards: [] };
+  const log: ProxyLog = { connects: [], forwards: [], requests: [] };
   const sockets = new Set<Socket>();
   const track = (s: Socket) => {
     sockets.add(s);
@@ -69,6 +80,14 @@ export async function startProxy(): Promise<{ url: string; log: ProxyLog } & Asy
         }
         const url = new URL(target!);
         log.forwards.push(target!);
+        log.requests.push({
+          method: method!,
+          target: target!,
+          headers: Object.fromEntries(headers.map((h) => {
+            const i = h.indexOf(":");
+            return [h.slice(0, i).trim().toLowerCase(), h.slice(i + 1).trim()];
+          })),
+        });
         if (!upstream) {
           const up = connect(Number(url.port || 80), url.hostname);
           upstream = up;

@@ -255,7 +255,7 @@ rgwTest("bad requests: the right code and a message that says what to fix", asyn
       "unknown parameter",
       () => c.createVolume(req(n, { parameters: { deletepolicy: "retain" } })),
       3,
-      /Unknown StorageClass parameter\(s\) "deletepolicy"/,
+      /Unknown StorageClass parameter "deletepolicy"/,
     ],
     [
       "bad delete policy",

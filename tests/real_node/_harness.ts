@@ -84,6 +84,11 @@ export class RealNodeCluster extends ScenarioCluster {
     return { image: `${this.node.imagePrefix}/busybox:host`, pullPolicy: "Never" };
   }
 
+  /** `deno task deploy` renders the admission policies of volumes (`validateVolumes`). */
+  override get volumeAdmission(): boolean {
+    return true;
+  }
+
   /** The real kubelet kills on time; no need to wait longer than 1 s for PID 1 `sleep`s. */
   override get workloadGraceSeconds(): number {
     return 1;

@@ -167,6 +167,13 @@ export abstract class ScenarioCluster {
   get workloadGraceSeconds(): number {
     return 3;
   }
+  /**
+   * Whether the driver's admission policies of volumes run on this cluster (a real API server
+   * with the deployed manifests): a PV the node would refuse is then refused at creation.
+   */
+  get volumeAdmission(): boolean {
+    return false;
+  }
   /** Node names. */
   abstract nodeNames(): string[];
   /** Kubelet root dir of a node, as seen from this process. */

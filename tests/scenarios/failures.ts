@@ -1,8 +1,9 @@
 /**
  * User-visible failures: a volume that cannot be mounted leaves the pod Pending (no container)
  * with `FailedMount` warning events whose message says what is wrong and what to do — a missing
- * bucket, keys S3 refuses, a mount option the allow-list refuses, an unknown mount option. Deleting
- * the pod then leaves nothing behind.
+ * bucket, keys S3 refuses, a mount option the allow-list refuses, an unknown mount option (on a
+ * cluster running the driver's admission policies the last two PVs are refused at creation, with
+ * the same words). Deleting the pod then leaves nothing behind.
  *
  * @module
  */
@@ -92,34 +93,49 @@ export function failuresScenario(): Scenario {
         }
       });
 
-      await step("forbidden mount option → FailedMount naming it and why", async () => {
-        const bucket = await e.bucket("badopt");
-        const vol = `fail-opt-${unique()}`;
-        const vol2 = `fail-unknown-${unique()}`;
-        await e.staticVolume(vol, {
-          bucket,
-          mountOptions: ["allow-delete", "endpoint-url=http://elsewhere.example:9000"],
-        });
-        await e.staticVolume(vol2, { bucket, mountOptions: ["allow-delete", "turbo-mode"] });
-        try {
-          const ev = await failedMount(e, vol);
-          assert.match(ev.message!, /code = InvalidArgument/);
-          assert.match(
-            ev.message!,
-            /Mount option "endpoint-url=http:\/\/elsewhere\.example:9000" is not allowed: per-volume endpoints are not supported: the S3 endpoint is configured for the whole driver/,
-          );
-          const ev2 = await failedMount(e, vol2);
-          assert.match(ev2.message!, /code = InvalidArgument/);
-          assert.match(
-            ev2.message!,
-            /Mount option "turbo-mode" is not supported; remove it from the PersistentVolume's mountOptions \(supported: .*allow-delete/,
-          );
-        } finally {
-          await e.dropVolume(vol);
-          await e.dropVolume(vol2);
-          await e.dropBucket(bucket);
-        }
-      });
+      await step(
+        "forbidden mount option → refused at creation (admission) or FailedMount, naming it and why",
+        async () => {
+          const bucket = await e.bucket("badopt");
+          const cases: [string, string[], RegExp][] = [
+            [
+              `fail-opt-${unique()}`,
+              ["allow-delete", "endpoint-url=http://elsewhere.example:9000"],
+              /Mount option "endpoint-url=http:\/\/elsewhere\.example:9000" is not allowed: the S3 endpoint is set for the whole driver/,
+            ],
+            [
+              `fail-unknown-${unique()}`,
+              ["allow-delete", "turbo-mode"],
+              /Mount option "turbo-mode" is not supported; remove it from the PersistentVolume's mountOptions \(supported: .*allow-delete/,
+            ],
+          ];
+          try {
+            for (const [vol, mountOptions, message] of cases) {
+              if (e.volumeAdmission) {
+                // The admission policy refuses the PV with the node plugin's own words.
+                const err = await e.staticVolume(vol, { bucket, mountOptions }).then(
+                  () => undefined,
+                  (x: unknown) => x as Error,
+                );
+                assert.ok(err, `${vol} was admitted`);
+                assert.match(
+                  err.message,
+                  /ValidatingAdmissionPolicy 's3-csi-volumes'.* denied request: /,
+                );
+                assert.match(err.message, message);
+                continue;
+              }
+              await e.staticVolume(vol, { bucket, mountOptions });
+              const ev = await failedMount(e, vol);
+              assert.match(ev.message!, /code = InvalidArgument/);
+              assert.match(ev.message!, message);
+            }
+          } finally {
+            for (const [vol] of cases) await e.dropVolume(vol).catch(() => {});
+            await e.dropBucket(bucket);
+          }
+        },
+      );
 
       await step(
         "the failed mounts leave no attachment, Mountpoint Pod, mount or credential file",

@@ -8,6 +8,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::upstream_options;
+
 /// Smallest and largest S3 part size (the CRT client refuses anything else).
 pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 /// See [MIN_PART_SIZE].
@@ -30,6 +32,7 @@ pub enum Ttl {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UploadChecksums {
     Crc32c,
+    Crc64nvme,
     Off,
 }
 
@@ -78,6 +81,23 @@ pub struct MountArgs {
     pub session_id: Option<String>,
     /// Serve a connection that an earlier engine of the session initialized.
     pub resume: bool,
+    /// `x-amz-request-payer: requester` on every request.
+    pub requester_pays: bool,
+    /// `x-amz-expected-bucket-owner` on every request.
+    pub expected_bucket_owner: Option<String>,
+    /// Unsigned requests; no credentials are loaded.
+    pub no_sign_request: bool,
+    /// MiB.
+    pub memory_target: Option<u64>,
+    /// Log the library's metrics summary.
+    pub log_metrics: bool,
+    pub otlp_endpoint: Option<String>,
+    /// Seconds.
+    pub otlp_export_interval: Option<u64>,
+    /// Content-Type of uploads from the file extension.
+    pub infer_content_type: bool,
+    /// CA bundle that replaces the trusted CAs (else `AWS_CA_BUNDLE`).
+    pub ca_bundle: Option<PathBuf>,
 }
 
 impl MountArgs {
@@ -119,6 +139,15 @@ impl MountArgs {
             session_dir: None,
             session_id: None,
             resume: false,
+            requester_pays: false,
+            expected_bucket_owner: None,
+            no_sign_request: false,
+            memory_target: None,
+            log_metrics: false,
+            otlp_endpoint: None,
+            otlp_export_interval: None,
+            infer_content_type: false,
+            ca_bundle: None,
         }
     }
 
@@ -159,86 +188,30 @@ fn usage(message: impl Into<String>) -> UsageError {
 
 /// Whether an option takes a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Flag,
     Value,
 }
 
-/// Options this engine implements, with their kind.
-const OPTIONS: &[(&str, Kind)] = &[
-    ("allow-delete", Kind::Flag),
-    ("allow-other", Kind::Flag),
-    ("allow-overwrite", Kind::Flag),
-    ("allow-root", Kind::Flag),
-    ("aws-max-attempts", Kind::Value),
-    ("cache", Kind::Value),
-    ("debug", Kind::Flag),
-    ("debug-crt", Kind::Flag),
-    ("dir-mode", Kind::Value),
-    ("endpoint-url", Kind::Value),
-    ("file-mode", Kind::Value),
-    ("force-path-style", Kind::Flag),
-    ("foreground", Kind::Flag),
-    ("gid", Kind::Value),
-    ("help", Kind::Flag),
-    ("max-cache-size", Kind::Value),
-    ("max-threads", Kind::Value),
-    ("maximum-throughput-gbps", Kind::Value),
-    ("metadata-ttl", Kind::Value),
-    ("negative-metadata-ttl", Kind::Value),
-    ("no-log", Kind::Flag),
-    ("part-size", Kind::Value),
-    ("prefix", Kind::Value),
-    ("read-only", Kind::Flag),
-    ("read-part-size", Kind::Value),
-    ("region", Kind::Value),
+/// Options of this engine that upstream Mountpoint does not have (the driver's internal flags).
+/// Upstream's options, those implemented and those refused with their reason, are generated from
+/// the driver's list (`upstream_options.rs`, from src/mppod/mount_option_spec.ts).
+const ENGINE_ONLY: &[(&str, Kind)] = &[
     ("resume", Kind::Flag),
     ("session-dir", Kind::Value),
     ("session-id", Kind::Value),
-    ("sse", Kind::Value),
-    ("sse-kms-key-id", Kind::Value),
-    ("storage-class", Kind::Value),
-    ("uid", Kind::Value),
-    ("upload-checksums", Kind::Value),
-    ("user-agent-prefix", Kind::Value),
-    ("version", Kind::Flag),
-    ("write-part-size", Kind::Value),
-];
-
-/// Options of upstream Mountpoint that this engine refuses, with the reason.
-const REFUSED: &[(&str, &str)] = &[
-    ("auto-unmount", "the caller manages unmounting"),
-    ("bind", "binding to network interfaces is not supported"),
-    ("bucket-type", "the bucket type is always inferred"),
-    ("cache-block-size", "the cache block size is fixed at 1 MiB"),
-    ("cache-xz", "S3 Express One Zone shared caches are not supported"),
-    (
-        "dual-stack",
-        "dual-stack endpoints are not supported; use --endpoint-url",
-    ),
-    (
-        "expected-bucket-owner",
-        "expected bucket owner checks are not supported",
-    ),
-    (
-        "incremental-upload",
-        "incremental upload (S3 Express append) is not supported",
-    ),
-    ("log-directory", "logs always go to stdout"),
-    ("log-metrics", "metrics logging is not supported"),
-    ("max-memory-target", "the memory target follows the cgroup limit"),
-    ("no-sign-request", "unsigned requests are not supported"),
-    ("profile", "select a profile with the AWS_PROFILE environment variable"),
-    ("requester-pays", "requester-pays buckets are not supported"),
-    ("transfer-acceleration", "S3 Transfer Acceleration is not supported"),
 ];
 
 fn kind_of(name: &str) -> Option<Kind> {
-    OPTIONS.iter().find(|(n, _)| *n == name).map(|(_, k)| *k)
+    upstream_options::IMPLEMENTED
+        .iter()
+        .chain(ENGINE_ONLY)
+        .find(|(n, _)| *n == name)
+        .map(|(_, k)| *k)
 }
 
 fn refused_reason(name: &str) -> Option<&'static str> {
-    REFUSED.iter().find(|(n, _)| *n == name).map(|(_, r)| *r)
+    upstream_options::REFUSED.iter().find(|(n, _)| *n == name).map(|(_, r)| *r)
 }
 
 /// Parse the arguments after the program name.
@@ -280,6 +253,7 @@ where
                 "-d" => "debug",
                 "-h" => "help",
                 "-V" => "version",
+                "-l" => "log-directory",
                 "-o" => {
                     return Err(usage(
                         "option '-o' (fstab-style options) is not supported; pass each option as --name=value",
@@ -389,8 +363,8 @@ fn apply(m: &mut MountArgs, name: &str, value: Option<String>) -> Result<(), Usa
             }
             m.session_id = Some(v);
         }
-        "uid" => m.uid = Some(parse_id(&v).ok_or_else(|| bad("must be a user id from 0 to 4294967294"))?),
-        "gid" => m.gid = Some(parse_id(&v).ok_or_else(|| bad("must be a group id from 0 to 4294967294"))?),
+        "uid" => m.uid = Some(parse_id(&v).ok_or_else(|| bad(ID_EXPECTED))?),
+        "gid" => m.gid = Some(parse_id(&v).ok_or_else(|| bad(ID_EXPECTED))?),
         "dir-mode" => m.dir_mode = Some(parse_mode(&v).ok_or_else(|| bad("must be an octal mode such as 0755"))?),
         "file-mode" => m.file_mode = Some(parse_mode(&v).ok_or_else(|| bad("must be an octal mode such as 0644"))?),
         "prefix" => {
@@ -401,6 +375,9 @@ fn apply(m: &mut MountArgs, name: &str, value: Option<String>) -> Result<(), Usa
             }
             if v.chars().any(|c| c.is_control()) {
                 return Err(bad("must not contain control characters"));
+            }
+            if v.split('/').any(|s| s == "." || s == "..") {
+                return Err(bad("must not contain '.' or '..'"));
             }
             m.prefix = Some(v);
         }
@@ -454,8 +431,9 @@ fn apply(m: &mut MountArgs, name: &str, value: Option<String>) -> Result<(), Usa
         "upload-checksums" => {
             m.upload_checksums = Some(match v.as_str() {
                 "crc32c" => UploadChecksums::Crc32c,
+                "crc64nvme" => UploadChecksums::Crc64nvme,
                 "off" => UploadChecksums::Off,
-                _ => return Err(bad("must be crc32c or off")),
+                _ => return Err(bad("must be crc32c, crc64nvme or off")),
             })
         }
         "max-threads" => {
@@ -467,8 +445,9 @@ fn apply(m: &mut MountArgs, name: &str, value: Option<String>) -> Result<(), Usa
         }
         "maximum-throughput-gbps" => {
             m.maximum_throughput_gbps = Some(
-                v.parse::<f64>()
-                    .ok()
+                Some(v.as_str())
+                    .filter(|v| is_decimal(v, 4, 3))
+                    .and_then(|v| v.parse::<f64>().ok())
                     .filter(|g| g.is_finite() && *g > 0.0 && *g <= 10_000.0)
                     .ok_or_else(|| bad("must be a positive number of Gbit/s such as 10"))?,
             )
@@ -482,10 +461,49 @@ fn apply(m: &mut MountArgs, name: &str, value: Option<String>) -> Result<(), Usa
             )
         }
         "user-agent-prefix" => {
-            if v.len() > 512 || !v.bytes().all(|c| c == b' ' || c.is_ascii_graphic()) {
+            if v.is_empty() || v.len() > 512 || !v.bytes().all(|c| c == b' ' || c.is_ascii_graphic()) {
                 return Err(bad("must be printable ASCII of at most 512 characters"));
             }
             m.user_agent_prefix = Some(v);
+        }
+        "requester-pays" => m.requester_pays = flag,
+        "no-sign-request" => m.no_sign_request = flag,
+        "log-metrics" => m.log_metrics = flag,
+        "infer-content-type" => m.infer_content_type = flag,
+        "expected-bucket-owner" => {
+            let valid = v.len() <= 128
+                && v.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric())
+                && v.bytes().all(|c| c.is_ascii_alphanumeric() || b"._:@$+=-".contains(&c));
+            if !valid {
+                return Err(bad("must be the account id of the bucket's owner (on AWS 12 digits)"));
+            }
+            m.expected_bucket_owner = Some(v);
+        }
+        "memory-target" => {
+            m.memory_target = Some(
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|n| (512..=i32::MAX as u64).contains(n))
+                    .ok_or_else(|| bad("must be a number of MiB of at least 512"))?,
+            )
+        }
+        "otlp-endpoint" => {
+            check_url(&v).map_err(|what| bad(&what))?;
+            m.otlp_endpoint = Some(v);
+        }
+        "otlp-export-interval" => {
+            m.otlp_export_interval = Some(
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=86_400).contains(n))
+                    .ok_or_else(|| bad("must be a number of seconds from 1 to 86400"))?,
+            )
+        }
+        "ca-bundle" => {
+            if v.is_empty() {
+                return Err(bad("must be the path of a PEM file"));
+            }
+            m.ca_bundle = Some(PathBuf::from(v));
         }
         _ => unreachable!("option table and apply() disagree on --{name}"),
     }
@@ -493,6 +511,7 @@ fn apply(m: &mut MountArgs, name: &str, value: Option<String>) -> Result<(), Usa
 }
 
 const TTL_EXPECTED: &str = "must be a number of seconds, 'indefinite' or 'minimal'";
+const ID_EXPECTED: &str = "must be an id from 1 to 2147483647 (0, root, is refused as by upstream Mountpoint)";
 const PART_EXPECTED: &str = "must be a size in bytes from 5242880 (5 MiB) to 5368709120 (5 GiB)";
 
 fn check_combinations(m: &MountArgs) -> Result<(), UsageError> {
@@ -522,19 +541,33 @@ fn check_combinations(m: &MountArgs) -> Result<(), UsageError> {
     if m.session_id.is_some() && m.session_dir.is_none() {
         return Err(usage("option '--session-id' needs '--session-dir=<DIRECTORY>'"));
     }
-    if m.no_log && (m.debug || m.debug_crt) {
+    if m.no_log && (m.debug || m.debug_crt || m.log_metrics) {
         return Err(usage(
-            "option '--no-log' cannot be used with '--debug' or '--debug-crt'",
+            "option '--no-log' cannot be used with '--debug', '--debug-crt' or '--log-metrics'",
         ));
+    }
+    if m.otlp_export_interval.is_some() && m.otlp_endpoint.is_none() {
+        return Err(usage("option '--otlp-export-interval' needs '--otlp-endpoint=<URL>'"));
     }
     Ok(())
 }
 
+/// A user or group id as upstream takes it (not 0), within the ids Kubernetes gives pods.
 fn parse_id(v: &str) -> Option<u32> {
     if v.is_empty() || !v.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }
-    v.parse::<u32>().ok().filter(|n| *n != u32::MAX)
+    v.parse::<u32>().ok().filter(|n| (1..=i32::MAX as u32).contains(n))
+}
+
+/// `digits{1,int}(.digits{1,frac})?`: a plain decimal (no sign, exponent or special value).
+fn is_decimal(v: &str, int: usize, frac: usize) -> bool {
+    let (i, f) = match v.split_once('.') {
+        Some((i, f)) => (i, Some(f)),
+        None => (v, None),
+    };
+    let digits = |s: &str, max: usize| (1..=max).contains(&s.len()) && s.bytes().all(|c| c.is_ascii_digit());
+    digits(i, int) && f.is_none_or(|f| digits(f, frac))
 }
 
 fn parse_mode(v: &str) -> Option<u16> {
@@ -624,8 +657,14 @@ Bucket and client:
   --part-size=<BYTES>             part size of GET and multipart PUT [8388608]
   --read-part-size=<BYTES>        part size of GET (overrides --part-size)
   --write-part-size=<BYTES>       part size of multipart PUT (overrides --part-size)
-  --upload-checksums=<crc32c|off> checksum of uploads [crc32c]
+  --upload-checksums=<crc32c|crc64nvme|off>  checksum of uploads [crc32c]
+  --infer-content-type            Content-Type of uploads from the file extension
+  --requester-pays                send 'x-amz-request-payer: requester'
+  --expected-bucket-owner=<ID>    send 'x-amz-expected-bucket-owner' (another owner: access denied)
+  --no-sign-request               unsigned requests (public buckets); no credentials are loaded
+  --ca-bundle=<PEM>               CAs that replace the trusted ones [AWS_CA_BUNDLE]
   --maximum-throughput-gbps=<N>   target throughput in Gbit/s [10]
+  --memory-target=<MiB>           target of the memory used for buffers [95% of the memory, >= 512]
   --aws-max-attempts=<N>          attempts per S3 request [AWS_MAX_ATTEMPTS, 10]
   --user-agent-prefix=<TEXT>      prepended to the User-Agent header
 
@@ -657,10 +696,16 @@ Logging (to stdout):
   --debug, -d                     debug logs of the file system
   --debug-crt                     debug logs of the AWS Common Runtime
   --no-log                        no logs
+  --log-metrics                   log a summary of the metrics every 5 s
+  --otlp-endpoint=<URL>           export the metrics to an OTLP (HTTP) endpoint
+  --otlp-export-interval=<SECS>   OTLP export interval [60]
   --foreground, -f                accepted; mount-s3 always runs in the foreground
 
   --help, -h                      this help
   --version, -V                   versions of mount-s3 and its libraries
+
+Upstream options this engine refuses (--profile, --cache-xz, --log-directory, ...) fail with the
+reason and what to do instead.
 
 Environment: credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN] or the
 profile AWS_PROFILE in AWS_SHARED_CREDENTIALS_FILE/AWS_CONFIG_FILE; AWS_CA_BUNDLE replaces the
@@ -768,7 +813,7 @@ mod tests {
             "-d",
             "bucket",
             "--uid",
-            "0",
+            "1",
             "/mnt/x",
             "--read-only",
         ]);
@@ -780,7 +825,7 @@ mod tests {
         ] {
             assert_eq!(check_url(ok), Ok(()), "{ok}");
         }
-        assert_eq!(m.uid, Some(0));
+        assert_eq!(m.uid, Some(1));
         assert!(m.debug && m.read_only);
     }
 
@@ -825,9 +870,9 @@ mod tests {
             "unknown option '--frobnicate'"
         );
         assert_eq!(error(&["bucket", "/m", "-x"]), "unknown option '-x'");
-        assert_eq!(
-            error(&["bucket", "/m", "--profile=dev"]),
-            "option '--profile' is not supported: select a profile with the AWS_PROFILE environment variable"
+        assert!(
+            error(&["bucket", "/m", "--profile=dev"])
+                .starts_with("option '--profile' is not supported: credentials come from the driver")
         );
         assert!(error(&["bucket", "/m", "--cache-xz=b"]).starts_with("option '--cache-xz' is not supported"));
         assert!(error(&["bucket", "/m", "-o", "ro"]).contains("'-o'"));
@@ -866,9 +911,17 @@ mod tests {
     #[test]
     fn value_checks() {
         for (arg, expected) in [
-            ("--uid=-1", "user id"),
-            ("--uid=4294967295", "user id"),
-            ("--gid=x", "group id"),
+            ("--uid=-1", "id from 1"),
+            ("--uid=0", "id from 1"),
+            ("--uid=2147483648", "id from 1"),
+            ("--gid=x", "id from 1"),
+            ("--gid=0", "id from 1"),
+            ("--prefix=a/./b/", "'.' or '..'"),
+            ("--maximum-throughput-gbps=1e3", "positive"),
+            ("--memory-target=511", "at least 512"),
+            ("--expected-bucket-owner=a b", "account id"),
+            ("--otlp-export-interval=0", "1 to 86400"),
+            ("--otlp-endpoint=collector:4318", "http:// or https://"),
             ("--dir-mode=0999", "octal mode"),
             ("--file-mode=1777", "octal mode"),
             ("--prefix=data", "ends with '/'"),
@@ -883,7 +936,7 @@ mod tests {
             ("--part-size=1024", "5242880"),
             ("--read-part-size=8MiB", "5242880"),
             ("--write-part-size=6000000000", "5242880"),
-            ("--upload-checksums=sha256", "crc32c or off"),
+            ("--upload-checksums=sha256", "crc32c, crc64nvme or off"),
             ("--max-threads=0", "1 to 4096"),
             ("--maximum-throughput-gbps=0", "positive"),
             ("--maximum-throughput-gbps=NaN", "positive"),
@@ -907,6 +960,11 @@ mod tests {
         assert!(error(&["bucket", "/m", "--sse-kms-key-id=k"]).contains("needs '--sse=aws:kms'"));
         assert!(error(&["bucket", "/m", "--sse=AES256", "--sse-kms-key-id=k"]).contains("needs '--sse=aws:kms'"));
         assert!(error(&["bucket", "/m", "--no-log", "--debug"]).contains("cannot be used with"));
+        assert!(error(&["bucket", "/m", "--no-log", "--log-metrics"]).contains("cannot be used with"));
+        assert_eq!(
+            error(&["bucket", "/m", "--otlp-export-interval=5"]),
+            "option '--otlp-export-interval' needs '--otlp-endpoint=<URL>'"
+        );
         let m = mount(&["bucket", "/m", "--sse=aws:kms:dsse", "--sse-kms-key-id=k"]);
         assert_eq!(m.sse_kms_key_id.as_deref(), Some("k"));
     }
@@ -925,51 +983,63 @@ mod tests {
     }
 
     #[test]
-    fn every_node_plugin_option_is_known() {
-        // The allow-list of src/node/mount_options.ts (aws-max-attempts travels as a flag or as
-        // AWS_MAX_ATTEMPTS) plus what the node plugin and mounter add.
-        for name in [
-            "read-only",
-            "allow-delete",
-            "allow-overwrite",
-            "allow-other",
-            "allow-root",
-            "force-path-style",
-            "debug",
-            "debug-crt",
-            "no-log",
-            "uid",
-            "gid",
-            "dir-mode",
-            "file-mode",
-            "prefix",
-            "region",
-            "metadata-ttl",
-            "negative-metadata-ttl",
-            "cache",
-            "max-cache-size",
-            "storage-class",
-            "sse",
-            "sse-kms-key-id",
-            "max-threads",
-            "part-size",
-            "read-part-size",
-            "write-part-size",
-            "upload-checksums",
-            "maximum-throughput-gbps",
-            "aws-max-attempts",
-            "user-agent-prefix",
-            "foreground",
-            "endpoint-url",
-        ] {
-            assert!(kind_of(name).is_some(), "--{name} is not implemented");
+    fn every_volume_option_of_the_driver_list_parses_with_its_examples() {
+        // The examples and invalid values of src/mppod/mount_option_spec.ts, the node plugin's list.
+        for (arg, needs) in upstream_options::EXAMPLES {
+            let mut args = vec!["bucket", "/m", *arg];
+            args.extend_from_slice(needs);
+            assert!(
+                matches!(parse(args.iter().copied()), Ok(Command::Mount(_))),
+                "{args:?}: {:?}",
+                parse(args.iter().copied())
+            );
         }
+        for arg in upstream_options::INVALID {
+            let message = error(&["bucket", "/m", arg]);
+            assert!(message.starts_with("option '--"), "{arg}: {message}");
+        }
+    }
+
+    #[test]
+    fn refused_upstream_options_name_their_reason() {
+        for (name, reason) in upstream_options::REFUSED {
+            assert_eq!(
+                error(&["bucket", "/m", &format!("--{name}")]),
+                format!("option '--{name}' is not supported: {reason}")
+            );
+        }
+        assert!(error(&["bucket", "/m", "-l", "/var/log"]).contains("'--log-directory' is not supported"));
+    }
+
+    #[test]
+    fn new_upstream_options_map() {
+        let m = mount(&[
+            "bucket",
+            "/m",
+            "--requester-pays",
+            "--expected-bucket-owner=111122223333",
+            "--no-sign-request",
+            "--memory-target=1024",
+            "--log-metrics",
+            "--otlp-endpoint=http://127.0.0.1:4318",
+            "--otlp-export-interval=5",
+            "--infer-content-type",
+            "--upload-checksums=crc64nvme",
+            "--ca-bundle=/etc/ca.pem",
+        ]);
+        assert!(m.requester_pays && m.no_sign_request && m.log_metrics && m.infer_content_type);
+        assert_eq!(m.expected_bucket_owner.as_deref(), Some("111122223333"));
+        assert_eq!(m.memory_target, Some(1024));
+        assert_eq!(m.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+        assert_eq!(m.otlp_export_interval, Some(5));
+        assert_eq!(m.upload_checksums, Some(UploadChecksums::Crc64nvme));
+        assert_eq!(m.ca_bundle, Some(PathBuf::from("/etc/ca.pem")));
     }
 
     #[test]
     fn help_mentions_every_option() {
         let help = help_text();
-        for (name, _) in OPTIONS {
+        for (name, _) in upstream_options::IMPLEMENTED.iter().chain(ENGINE_ONLY) {
             assert!(help.contains(&format!("--{name}")), "--help does not mention --{name}");
         }
     }

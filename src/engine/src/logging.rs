@@ -2,7 +2,8 @@
 //! `2026-05-01T12:00:00.123456Z  INFO mountpoint_s3_fs::fuse::session: message key=value`.
 //!
 //! Verbosity as upstream Mountpoint: warnings plus the engine's own information by default,
-//! `--debug` for the file system, `--debug-crt` for the AWS Common Runtime, `--no-log` for nothing;
+//! `--debug` for the file system, `--debug-crt` for the AWS Common Runtime, `--log-metrics` for the
+//! library's metrics summary, `--no-log` for nothing;
 //! the `MOUNTPOINT_LOG` environment variable (an `EnvFilter` directive) overrides all of them.
 
 use anyhow::Context as _;
@@ -19,14 +20,15 @@ const ENGINE_TARGET: &str = "mount_s3";
 const METRICS_TARGET: &str = "mountpoint_s3_fs::metrics";
 
 /// The filter directives for the logging flags.
-pub fn directives(debug: bool, debug_crt: bool, no_log: bool) -> String {
+pub fn directives(debug: bool, debug_crt: bool, no_log: bool, log_metrics: bool) -> String {
     if no_log {
         return "off".to_string();
     }
+    let metrics = if log_metrics { "info" } else { "off" };
     let base = if debug {
         "debug".to_string()
     } else {
-        format!("warn,{LIBRARY_TARGET}=info,{ENGINE_TARGET}=info,{METRICS_TARGET}=off")
+        format!("warn,{LIBRARY_TARGET}=info,{ENGINE_TARGET}=info,{METRICS_TARGET}={metrics}")
     };
     let crt = if debug_crt { "debug" } else { "off" };
     format!("{base},{AWSCRT_LOG_TARGET}={crt}")
@@ -62,22 +64,23 @@ mod tests {
     #[test]
     fn default_is_quiet_but_keeps_our_info() {
         assert_eq!(
-            directives(false, false, false),
+            directives(false, false, false, false),
             "warn,mountpoint_s3=info,mount_s3=info,mountpoint_s3_fs::metrics=off,awscrt=off"
         );
     }
 
     #[test]
     fn debug_flags() {
-        assert_eq!(directives(true, false, false), "debug,awscrt=off");
-        assert_eq!(directives(true, true, false), "debug,awscrt=debug");
-        assert!(directives(false, true, false).ends_with(",awscrt=debug"));
-        assert_eq!(directives(false, false, true), "off");
+        assert_eq!(directives(true, false, false, false), "debug,awscrt=off");
+        assert_eq!(directives(true, true, false, false), "debug,awscrt=debug");
+        assert!(directives(false, true, false, false).ends_with(",awscrt=debug"));
+        assert_eq!(directives(false, false, true, false), "off");
+        assert!(directives(false, false, false, true).contains("mountpoint_s3_fs::metrics=info"));
     }
 
     #[test]
     fn directives_parse() {
-        for d in [directives(false, false, false), directives(true, true, false)] {
+        for d in [directives(false, false, false, false), directives(true, true, false, false)] {
             EnvFilter::try_new(&d).expect(&d);
         }
     }

@@ -7,11 +7,13 @@ mod exit;
 mod fuse_adapter;
 mod fuse_fd;
 mod logging;
+mod metrics_sink;
 mod mount;
 mod proxy;
 mod session_table;
 mod settings;
 mod tls_blinding;
+mod upstream_options;
 mod version;
 
 use std::process::ExitCode;
@@ -34,9 +36,14 @@ fn main() -> ExitCode {
         }
         Command::Mount(args) => args,
     };
-    if let Err(e) = logging::init(&logging::directives(args.debug, args.debug_crt, args.no_log)) {
+    let directives = logging::directives(args.debug, args.debug_crt, args.no_log, args.log_metrics);
+    if let Err(e) = logging::init(&directives) {
         return fail(&exit::Failure::usage(exit::chain(e.as_ref())));
     }
+    let _metrics = match metrics_sink::install(&args) {
+        Ok(handle) => handle,
+        Err(f) => return fail(&f),
+    };
     match mount::run(&args) {
         Ok(()) => ExitCode::from(exit::OK),
         Err(f) => {

@@ -15,6 +15,7 @@ use mountpoint_s3_client::error::{ListObjectsError, ObjectClientError};
 use mountpoint_s3_client::error_metadata::ProvideErrorMetadata;
 use mountpoint_s3_client::user_agent::UserAgent;
 use mountpoint_s3_client::{NewClientError, ObjectClient, S3CrtClient, S3RequestError};
+use mountpoint_s3_fs::content_type::ContentTypeDetection;
 use mountpoint_s3_fs::data_cache::{CacheLimit, DiskDataCache, DiskDataCacheConfig, ManagedCacheDir};
 use mountpoint_s3_fs::fs::{CacheConfig, TimeToLive, UploadChecksumAlgorithm};
 use fuser::{MountOption, SessionACL};
@@ -98,12 +99,14 @@ pub fn run(args: &MountArgs) -> Result<(), Failure> {
     })?;
     let mount_point_text = mount_point.to_string();
 
-    let mem_limit = MINIMUM_MEM_LIMIT.max((effective_total_memory() as f64 * 0.95) as usize);
+    let memory = memory_target(args);
+    let mem_limit = memory.bytes();
+    info!(memory_target_mib = mem_limit >> 20, from_option = memory.is_user_specified(), "memory target");
     let parts = PartConfig::with_read_write_sizes(
         args.effective_read_part_size() as usize,
         args.effective_write_part_size() as usize,
     )
-    .validate(MemoryLimitSetting::Default(mem_limit))
+    .validate(memory)
     .map_err(|e| Failure::usage(chain(e.as_ref())))?;
     let mut sizes = vec![
         CandidateSize::prunable(parts.read_size_bytes),
@@ -314,6 +317,14 @@ fn check_cache_dir(dir: &Path) -> Result<std::path::PathBuf, Failure> {
     Ok(dir.to_path_buf())
 }
 
+/// `--memory-target` (MiB), else 95 % of the (cgroup-limited) memory, at least the library's minimum.
+fn memory_target(args: &MountArgs) -> MemoryLimitSetting {
+    match args.memory_target {
+        Some(mib) => MemoryLimitSetting::User((mib as usize) << 20),
+        None => MemoryLimitSetting::Default(MINIMUM_MEM_LIMIT.max((effective_total_memory() as f64 * 0.95) as usize)),
+    }
+}
+
 fn ttl(t: Ttl) -> TimeToLive {
     match t {
         Ttl::Minimal | Ttl::Seconds(0) => TimeToLive::Minimal,
@@ -359,10 +370,14 @@ fn filesystem_config(args: &MountArgs, personality: S3Personality) -> S3Filesyst
     c.cache_config = cache_config(args);
     c.upload_checksum_algorithm = match args.upload_checksums {
         Some(UploadChecksums::Crc32c) => Some(UploadChecksumAlgorithm::Crc32c),
+        Some(UploadChecksums::Crc64nvme) => Some(UploadChecksumAlgorithm::Crc64nvme),
         Some(UploadChecksums::Off) => None,
         None if personality.supports_additional_checksums() => Some(UploadChecksumAlgorithm::Crc32c),
         None => None,
     };
+    if args.infer_content_type {
+        c.content_type_detection = ContentTypeDetection::Auto;
+    }
     c
 }
 
@@ -400,7 +415,11 @@ fn create_client(
         endpoint = endpoint.endpoint(uri);
     }
     let mut config = S3ClientConfig::new()
-        .auth_config(S3ClientAuthConfig::Default)
+        .auth_config(if args.no_sign_request {
+            S3ClientAuthConfig::NoSigning
+        } else {
+            S3ClientAuthConfig::Default
+        })
         .endpoint_config(endpoint)
         .throughput_target_gbps(args.maximum_throughput_gbps.unwrap_or(10.0))
         .read_part_size(parts.read_size_bytes)
@@ -413,6 +432,12 @@ fn create_client(
         .max_attempts(NonZeroUsize::new(attempts.max(2) as usize).unwrap_or(NonZeroUsize::MIN));
     if let Some(ca) = &s3.ca_bundle {
         config = config.tls_config(TlsConfig::new().with_trust_store_path(ca));
+    }
+    if args.requester_pays {
+        config = config.request_payer("requester");
+    }
+    if let Some(owner) = &args.expected_bucket_owner {
+        config = config.bucket_owner(owner);
     }
     S3CrtClient::new(config).map_err(|e| match &e {
         NewClientError::InvalidEndpoint(_) => Failure::usage(format!("S3 endpoint: {}", chain(&e))),
@@ -555,6 +580,23 @@ mod tests {
         let d = filesystem_config(&args(&[]), S3Personality::Standard);
         assert_eq!(d.upload_checksum_algorithm, Some(UploadChecksumAlgorithm::Crc32c));
         assert!(!d.allow_delete && !d.allow_overwrite && !d.read_only);
+    }
+
+    #[test]
+    fn upstream_options_map_to_the_library() {
+        let c = filesystem_config(
+            &args(&["--upload-checksums=crc64nvme", "--infer-content-type"]),
+            S3Personality::Standard,
+        );
+        assert_eq!(c.upload_checksum_algorithm, Some(UploadChecksumAlgorithm::Crc64nvme));
+        assert_eq!(c.content_type_detection, ContentTypeDetection::Auto);
+        let d = filesystem_config(&args(&[]), S3Personality::Standard);
+        assert_eq!(d.content_type_detection, ContentTypeDetection::Disabled);
+        let m = memory_target(&args(&["--memory-target=768"]));
+        assert!(m.is_user_specified());
+        assert_eq!(m.bytes(), 768 << 20);
+        let default = memory_target(&args(&[]));
+        assert!(!default.is_user_specified() && default.bytes() >= MINIMUM_MEM_LIMIT);
     }
 
     #[test]

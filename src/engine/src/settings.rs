@@ -4,7 +4,8 @@
 //! Environment (as the AWS SDKs and upstream Mountpoint read it):
 //! - `AWS_REGION`, `AWS_DEFAULT_REGION`: signing region when `--region` is absent (else us-east-1);
 //! - `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`: endpoint when `--endpoint-url` is absent;
-//! - `AWS_CA_BUNDLE`: PEM file whose certificates *replace* the default trust store;
+//! - `AWS_CA_BUNDLE`: PEM file whose certificates *replace* the default trust store (`--ca-bundle`
+//!   wins over it);
 //! - `https_proxy`/`HTTPS_PROXY` (https endpoints), `http_proxy`/`HTTP_PROXY` (http endpoints),
 //!   `no_proxy`/`NO_PROXY`: the lower-case name wins, as in the AWS Common Runtime that reads them;
 //!   a proxy URL may carry `user:password@` (the CRT then authenticates with Basic), which is never
@@ -132,12 +133,17 @@ pub fn resolve(args: &MountArgs, env: &dyn Fn(&str) -> Option<String>) -> Result
         },
     };
 
-    let ca_bundle = match non_empty(env, "AWS_CA_BUNDLE") {
-        Some(path) => {
-            check_ca_bundle(Path::new(&path))?;
+    // `--ca-bundle` (upstream's flag) wins over the variable.
+    let ca_bundle = match (&args.ca_bundle, non_empty(env, "AWS_CA_BUNDLE")) {
+        (Some(path), _) => {
+            check_ca_bundle("--ca-bundle", path)?;
+            Some(path.clone())
+        }
+        (None, Some(path)) => {
+            check_ca_bundle("AWS_CA_BUNDLE", Path::new(&path))?;
             Some(PathBuf::from(path))
         }
-        None => None,
+        (None, None) => None,
     };
 
     let tls = endpoint.as_deref().is_none_or(|e| e.starts_with("https://"));
@@ -191,14 +197,11 @@ pub fn resolve(args: &MountArgs, env: &dyn Fn(&str) -> Option<String>) -> Result
 
 /// The CA bundle must be a readable file holding at least one PEM certificate (the CRT's own error
 /// for a bad file says only "failed to build TLS context").
-fn check_ca_bundle(path: &Path) -> Result<(), Failure> {
+fn check_ca_bundle(source: &str, path: &Path) -> Result<(), Failure> {
     let shown = path.display();
-    let text =
-        std::fs::read(path).map_err(|e| Failure::setup(format!("AWS_CA_BUNDLE='{shown}' cannot be read: {e}")))?;
+    let text = std::fs::read(path).map_err(|e| Failure::setup(format!("{source}='{shown}' cannot be read: {e}")))?;
     if !String::from_utf8_lossy(&text).contains("-----BEGIN CERTIFICATE-----") {
-        return Err(Failure::setup(format!(
-            "AWS_CA_BUNDLE='{shown}' holds no PEM certificate"
-        )));
+        return Err(Failure::setup(format!("{source}='{shown}' holds no PEM certificate")));
     }
     Ok(())
 }
@@ -364,7 +367,13 @@ mod tests {
         let pem = dir.join("ca.pem");
         std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n").unwrap();
         let s = resolve_with(&[], &[("AWS_CA_BUNDLE", pem.to_str().unwrap())]).unwrap();
+        assert_eq!(s.ca_bundle, Some(pem.clone()));
+        // The flag wins over the variable, and names itself when it is wrong.
+        let flag = format!("--ca-bundle={}", pem.display());
+        let s = resolve_with(&[&flag], &[("AWS_CA_BUNDLE", "/nonexistent/ca.pem")]).unwrap();
         assert_eq!(s.ca_bundle, Some(pem));
+        let e = resolve_with(&["--ca-bundle=/nonexistent/flag.pem"], &[]).unwrap_err();
+        assert!(e.message.starts_with("--ca-bundle='/nonexistent/flag.pem' cannot be read"), "{}", e.message);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
