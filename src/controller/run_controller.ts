@@ -77,6 +77,7 @@ export function mountpointPodConfig(config: ControllerConfig): MountpointPodConf
     memoryRequest: config["mountpoint-memory-request"],
     memoryLimit: config["mountpoint-memory-limit"],
     caConfigMap: config["tls-ca-configmap"],
+    metricsPort: config["mountpoint-metrics-port"],
   };
 }
 

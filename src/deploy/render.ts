@@ -23,6 +23,7 @@ import { NODE_CONTAINERS, renderNodeDaemonSet } from "./render_node.ts";
 import { renderNodePolicy } from "./render_node_policy.ts";
 import { PROVISIONER_CONTAINERS, renderProvisionerDeployment } from "./render_provisioner.ts";
 import { renderRbac } from "./render_rbac.ts";
+import { renderMountpointMetricsService } from "./render_mountpoint_metrics.ts";
 import { checkContainerConfig } from "./settings.ts";
 import type { DeployValues } from "./values.ts";
 
@@ -66,6 +67,7 @@ export function renderManifests(v: DeployValues): Manifest[] {
     ...renderRbac(v),
     ...renderNodePolicy(v),
     ...renderCaConfigMaps(v),
+    ...renderMountpointMetricsService(v),
     deployment,
     ...provisioner,
     daemonSet,

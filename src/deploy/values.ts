@@ -154,6 +154,11 @@ export interface DeployValues {
     /** Non-root uid/gid of the Mountpoint container. */
     uid: number;
     resources: ResourceValues;
+    /**
+     * Port where each Mountpoint Pod's engine serves its volume's Prometheus metrics (labelled by
+     * volume and pod), with a headless Service `s3-csi-mountpoint-metrics` selecting them; 0: off.
+     */
+    metricsPort: number;
   };
   /** Custom CA for the S3 endpoint. */
   tls: {
@@ -237,6 +242,7 @@ export function defaultValues(): DeployValues {
       headroomPriorityClassName: "mount-s3-headroom",
       uid: 1000,
       resources: { requests: { cpu: "50m", memory: "64Mi" }, limits: {} },
+      metricsPort: 9102,
     },
     tls: { caCertConfigMap: "", caCertData: "" },
     proxy: { httpProxy: "", httpsProxy: "", noProxy: "" },

@@ -169,6 +169,7 @@ export async function runMounter(
       workDir,
       cacheDir,
       caBundle: config["ca-bundle"] || undefined,
+      metrics: { port: config["metrics-port"], labels: config["metrics-labels"] },
       receiveTimeoutMs: config["receive-timeout"],
       drainGraceMs: config["drain-grace"],
       engine: config.engine as "auto" | Engine, // checked by the flag's choices

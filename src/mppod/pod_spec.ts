@@ -16,6 +16,9 @@
  *   ephemeral volume), named to the mounter by `MOUNTER_CACHE_DIR`; never the comm dir;
  * - with a custom CA (`--tls-ca-configmap`), the bundle at `/etc/ssl/custom-ca/ca-bundle.crt`,
  *   named to the mounter by `MOUNTER_CA_BUNDLE` (it becomes the engine's CA bundle);
+ * - with a metrics port (`--mountpoint-metrics-port`), a container port named `metrics` where the
+ *   engine serves the volume's Prometheus figures, labelled by volume and pod (`engine_metrics.ts`;
+ *   `MOUNTER_METRICS_PORT`, `MOUNTER_METRICS_LABELS`) and the `prometheus.io/*` annotations;
  * - `restartPolicy: OnFailure`: the mounter exits 0 only when asked to (pod `Succeeded`);
  * - a long termination grace so it outlives workloads on node drain;
  * - labels/annotations that tie it to its volume and attachment, and let cluster-autoscaler
@@ -35,6 +38,7 @@ import {
   LABEL_MOUNTPOINT_VERSION,
 } from "./labels.ts";
 import { COMM_DIR, COMM_VOLUME_NAME, WORK_DIR, WORK_VOLUME_NAME } from "./paths.ts";
+import { engineMetricsLabels, METRICS_PORT_NAME } from "./engine_metrics.ts";
 import { nonNegativeQuantity } from "../kube/quantity.ts";
 import {
   CACHE_DIR,
@@ -84,6 +88,8 @@ export interface MountpointPodConfig {
   readonly memoryLimit: string;
   /** ConfigMap with `ca-bundle.crt`, or "". */
   readonly caConfigMap: string;
+  /** Port of the engine's Prometheus endpoint; 0 or absent: none. */
+  readonly metricsPort?: number;
 }
 
 /** What one Mountpoint Pod serves. */
@@ -198,6 +204,22 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
       } as typeof mounts[number],
     );
   }
+  const metricsPort = config.metricsPort ?? 0;
+  const scrape: Record<string, string> = {};
+  if (metricsPort > 0) {
+    const labels = engineMetricsLabels(
+      target.name,
+      target.spec.persistentVolumeName,
+      target.spec.volumeID,
+    );
+    env.push(
+      { name: "MOUNTER_METRICS_PORT", value: String(metricsPort) },
+      { name: "MOUNTER_METRICS_LABELS", value: JSON.stringify(labels) },
+    );
+    scrape["prometheus.io/scrape"] = "true";
+    scrape["prometheus.io/port"] = String(metricsPort);
+    scrape["prometheus.io/path"] = "/metrics";
+  }
   const serviceAccount = target.volumeAttributes[SERVICE_ACCOUNT_ATTRIBUTE];
   return {
     apiVersion: "v1",
@@ -211,6 +233,7 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         [ANNOTATION_VOLUME_ID]: target.spec.volumeID,
         [ANNOTATION_ATTACHMENT]: target.attachmentName,
         "cluster-autoscaler.kubernetes.io/daemonset-pod": "true",
+        ...scrape,
       },
     },
     spec: {
@@ -248,6 +271,9 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         imagePullPolicy: config.imagePullPolicy,
         command: [config.command],
         env,
+        ...(metricsPort > 0
+          ? { ports: [{ name: METRICS_PORT_NAME, containerPort: metricsPort, protocol: "TCP" }] }
+          : {}),
         resources: resources(config, target.volumeAttributes),
         securityContext: {
           allowPrivilegeEscalation: false,

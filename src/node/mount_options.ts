@@ -90,6 +90,14 @@ export const ALLOWED_OPTIONS: Readonly<Record<string, Allowed>> = {
         : "must be a positive number of Gbit/s such as 10",
   },
   "aws-max-attempts": { value: integer(100, 1) },
+  // Metrics export of the volume over OTLP/HTTP (mount-s3 only; src/engine/src/metrics.rs).
+  "otlp-endpoint": {
+    value: pattern(
+      /^https?:\/\/[^\s/@]{1,253}(\/\S{0,512})?$/,
+      "must be an http(s) URL such as http://otel-collector.monitoring:4318",
+    ),
+  },
+  "otlp-export-interval": { value: integer(86_400, 1) },
 };
 
 /** Options that are refused on purpose, with the reason shown to the user. */

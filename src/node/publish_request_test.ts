@@ -155,12 +155,15 @@ const SAMPLE_VALUES: Record<string, string> = {
   "upload-checksums": "off",
   "maximum-throughput-gbps": "10",
   "aws-max-attempts": "3",
+  "otlp-endpoint": "http://otel.monitoring:4318",
+  "otlp-export-interval": "30",
 };
 
 /** Options that mount-s3 takes only together with another one. */
 const COMPANIONS: Record<string, string[]> = {
   "max-cache-size": ["cache=/tmp/cache"],
   "sse-kms-key-id": ["sse=aws:kms"],
+  "otlp-export-interval": ["otlp-endpoint=http://otel.monitoring:4318"],
 };
 
 Deno.test("validatePublish(): every allowed option renders to an argument the mounter accepts", () => {

@@ -69,6 +69,9 @@ pub struct MountArgs {
     pub maximum_throughput_gbps: Option<f64>,
     pub aws_max_attempts: Option<u32>,
     pub user_agent_prefix: Option<String>,
+    /// OTLP/HTTP metrics endpoint and export interval in seconds (metrics.rs).
+    pub otlp_endpoint: Option<String>,
+    pub otlp_export_interval: Option<u64>,
     pub debug: bool,
     pub debug_crt: bool,
     pub no_log: bool,
@@ -107,6 +110,8 @@ impl MountArgs {
             maximum_throughput_gbps: None,
             aws_max_attempts: None,
             user_agent_prefix: None,
+            otlp_endpoint: None,
+            otlp_export_interval: None,
             debug: false,
             debug_crt: false,
             no_log: false,
@@ -178,6 +183,8 @@ const OPTIONS: &[(&str, Kind)] = &[
     ("metadata-ttl", Kind::Value),
     ("negative-metadata-ttl", Kind::Value),
     ("no-log", Kind::Flag),
+    ("otlp-endpoint", Kind::Value),
+    ("otlp-export-interval", Kind::Value),
     ("part-size", Kind::Value),
     ("prefix", Kind::Value),
     ("read-only", Kind::Flag),
@@ -462,6 +469,19 @@ fn apply(m: &mut MountArgs, name: &str, value: Option<String>) -> Result<(), Usa
             }
             m.user_agent_prefix = Some(v);
         }
+        // Metrics export (metrics.rs).
+        "otlp-endpoint" => {
+            check_url(&v).map_err(|what| bad(&what))?;
+            m.otlp_endpoint = Some(v);
+        }
+        "otlp-export-interval" => {
+            m.otlp_export_interval = Some(
+                v.parse::<u64>()
+                    .ok()
+                    .filter(|n| (1..=86_400).contains(n))
+                    .ok_or_else(|| bad("must be a number of seconds from 1 to 86400"))?,
+            )
+        }
         _ => unreachable!("option table and apply() disagree on --{name}"),
     }
     Ok(())
@@ -488,6 +508,9 @@ fn check_combinations(m: &MountArgs) -> Result<(), UsageError> {
                 )));
             }
         }
+    }
+    if m.otlp_export_interval.is_some() && m.otlp_endpoint.is_none() {
+        return Err(usage("option '--otlp-export-interval' needs '--otlp-endpoint=<URL>'"));
     }
     if m.no_log && (m.debug || m.debug_crt) {
         return Err(usage(
@@ -613,6 +636,10 @@ Caching:
   --metadata-ttl=<SECONDS|indefinite|minimal>   [minimal, or 60 with --cache]
   --negative-metadata-ttl=<SECONDS|indefinite|minimal>  [same as --metadata-ttl]
 
+Metrics:
+  --otlp-endpoint=<URL>           export metrics over OTLP/HTTP to URL (/v1/metrics is appended)
+  --otlp-export-interval=<SECONDS>  OTLP export interval [60]
+
 Logging (to stdout):
   --debug, -d                     debug logs of the file system
   --debug-crt                     debug logs of the AWS Common Runtime
@@ -625,10 +652,13 @@ Logging (to stdout):
 Environment: credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN] or the
 profile AWS_PROFILE in AWS_SHARED_CREDENTIALS_FILE/AWS_CONFIG_FILE; AWS_CA_BUNDLE replaces the
 trusted CAs; HTTPS_PROXY/HTTP_PROXY/NO_PROXY (either case) route S3 requests through a proxy.
+MOUNT_S3_METRICS_PORT serves Prometheus metrics on that port (/metrics), labelled with the JSON
+object MOUNT_S3_METRICS_LABELS; MOUNT_S3_START_TIMEOUT bounds the start in seconds [20].
 
 Exit codes: 0 unmounted or stopped by SIGINT/SIGTERM, 1 failure while serving, 2 bad arguments or
 environment, 3 local setup failed (mount point, FUSE fd, cache dir, CA bundle, credential files),
-4 bucket not found, 5 access denied or no credentials, 6 S3 endpoint unreachable or failing.
+4 bucket not found, 5 access denied or no credentials, 6 S3 endpoint unreachable, failing or not
+answering within the start deadline, 7 internal error (panic).
 ",
         version = crate::version::VERSION
     )

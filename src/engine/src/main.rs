@@ -6,9 +6,12 @@ mod cli;
 mod exit;
 mod fuse_fd;
 mod logging;
+mod metrics;
 mod mount;
+mod panic_hook;
 mod proxy;
 mod settings;
+mod start_deadline;
 mod tls_blinding;
 mod version;
 
@@ -17,6 +20,7 @@ use std::process::ExitCode;
 use cli::Command;
 
 fn main() -> ExitCode {
+    panic_hook::install(); // a panic: one line, exit 7 (panic_hook.rs)
     let command = match cli::parse(std::env::args_os().skip(1)) {
         Ok(c) => c,
         Err(e) => return fail(&exit::Failure::usage(format!("{e}; run 'mount-s3 --help' for usage"))),
@@ -32,8 +36,19 @@ fn main() -> ExitCode {
         }
         Command::Mount(args) => args,
     };
-    if let Err(e) = logging::init(&logging::directives(args.debug, args.debug_crt, args.no_log)) {
+    // Metrics (metrics.rs): Prometheus endpoint and OTLP export, set up before the mount starts.
+    let env = |name: &str| std::env::var(name).ok();
+    let metrics = match metrics::settings(args.otlp_endpoint.as_deref(), args.otlp_export_interval, &env) {
+        Ok(m) => m,
+        Err(f) => return fail(&f),
+    };
+    let directives = logging::directives(args.debug, args.debug_crt, args.no_log);
+    if let Err(e) = logging::init(&directives, metrics.enabled()) {
         return fail(&exit::Failure::usage(exit::chain(e.as_ref())));
+    }
+    panic_hook::test_trigger_at_start(&env);
+    if let Err(f) = metrics::install(&metrics) {
+        return fail(&f);
     }
     match mount::run(&args) {
         Ok(()) => ExitCode::from(exit::OK),
