@@ -18,7 +18,7 @@
  * node plugin sets it; default 256, the node's default).
  *
  * Engines get exactly the environment they are given (no RUST_BACKTRACE: it makes upstream's start
- * several times slower).
+ * several times slower); ours serves its Prometheus metrics as in a Mountpoint Pod.
  *
  * Usage: `deno run -A scripts/bench_engine.ts [--runs=10] [--size-mib=256] [--read-ahead-kb=256]
  *   [--engine name=/path ...]` — prints a Markdown section (used by `deno task bench`).
@@ -38,7 +38,7 @@ import {
   testBytes,
   versitygwReason,
 } from "../tests/engine/_engine.ts";
-import { runToEnd, spawn } from "../tests/_helpers.ts";
+import { freePort, runToEnd, spawn } from "../tests/_helpers.ts";
 import { findMount, readMountInfo } from "../src/sys/mountinfo.ts";
 import { readProcStat } from "./proc_stat.ts";
 
@@ -79,6 +79,8 @@ export function upstreamBin(): { bin?: string; reason?: string } {
 }
 
 const MIB = 1024 * 1024;
+/** The engines' metrics port (one mount at a time). */
+const METRICS_PORT = freePort();
 
 /** One engine at one read-ahead. */
 interface Variant {
@@ -132,8 +134,9 @@ async function withMount<T>(
 ): Promise<T> {
   const dir = await Deno.makeTempDir({ prefix: "s3csi-engine-mnt-bench-" });
   const t0 = performance.now();
+  // Ours serves its metrics as in a Mountpoint Pod (upstream always runs its metrics sink).
   const proc = spawn(v.bin, [bucket, dir, "--foreground", "--force-path-style"], {
-    env: engineEnv(server),
+    env: engineEnv(server, { MOUNT_S3_METRICS_PORT: String(METRICS_PORT) }),
     clearEnv: true,
   });
   let exited: number | undefined;

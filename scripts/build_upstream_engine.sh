@@ -113,6 +113,10 @@ mountpoint-s3-fs = "=$FS_VERSION"
 mountpoint-s3-client = "=$CLIENT_VERSION"
 $DEPS
 
+[features]
+block_size = ["mountpoint-s3-fs/block_size"]
+event_log = ["mountpoint-s3-fs/event_log"]
+
 # Upstream's workspace release profile.
 [profile.release]
 debug = 2
