@@ -117,16 +117,9 @@ pub fn run(args: &MountArgs) -> Result<(), Failure> {
             "internal error: the proxy wrapper of aws_s3_client_new is not linked",
         ));
     }
-    // The mount's own client is made while the check runs: its creation is the start's largest
-    // local cost (measured ~10 ms; upstream makes one client and checks nothing).
-    let (checked, client) = std::thread::scope(|scope| {
-        let made = scope.spawn(|| create_client(args, &s3, &parts, pool.clone(), s3.max_attempts));
-        let checked = check_bucket(&check_client, &s3_path, &s3, &deadline);
-        (checked, made.join())
-    });
+    check_bucket(&check_client, &s3_path, &s3, &deadline)?;
     drop(check_client);
-    checked?;
-    let client = client.unwrap_or_else(|_| Err(Failure::new(exit::RUNTIME, "internal error: S3 client thread")))?;
+    let client = create_client(args, &s3, &parts, pool.clone(), s3.max_attempts)?;
     let personality = S3Personality::infer_from_bucket(s3_path.bucket.as_str(), &client.endpoint_config());
     let runtime = Runtime::new(client.event_loop_group());
 
