@@ -7,7 +7,9 @@
  *   DENO run --allow-all --no-config --no-lock --no-remote --no-code-cache \
  *       --v8-flags=V8_FLAGS BUNDLE ARGS...
  *
- * with the same V8 flags the Dockerfile bakes into the compiled binary. The images have no shell,
+ * with the same V8 flags the Dockerfile bakes into the compiled binary. BUNDLE is the loader
+ * `deno task build` writes (`<name>.js`), which runs the CommonJS bundle beside it (`<name>.cjs`):
+ * Deno never analyses that bundle as a module (scripts/build.ts says why). The images have no shell,
  * hence a C program; it is built with `gcc -static`, so it needs nothing from the image. With
  * --no-code-cache and a bundle (no remote modules, no npm resolution) Deno writes no cache, so it
  * runs on a read-only root file system without a home directory (checked as uid 1000).

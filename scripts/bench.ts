@@ -21,7 +21,17 @@ export const BENCHMARKS = {
   },
   node: {
     script: "scripts/bench_node.ts",
-    needs: "root, /dev/fuse, mount-s3 (scripts/build_engine.sh), rclone and versitygw (Go)",
+    needs:
+      "root, /dev/fuse, mount-s3 (scripts/build_engine.sh), rclone and versitygw (Go); the upstream mount-s3 column: scripts/build_upstream_engine.sh or UPSTREAM_MOUNT_S3",
+  },
+  engine: {
+    script: "scripts/bench_engine.ts",
+    needs:
+      "root, /dev/fuse, mount-s3 (scripts/build_engine.sh), versitygw (Go); the upstream column: scripts/build_upstream_engine.sh or UPSTREAM_MOUNT_S3",
+  },
+  memory: {
+    script: "scripts/bench_memory.ts",
+    needs: "nothing but deno: the API emulator and the bundles of deno task build",
   },
   session: {
     script: "scripts/bench_session.ts",

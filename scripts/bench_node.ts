@@ -1,7 +1,10 @@
 /**
- * Node plugin benchmark (root, real FUSE), both engines on one S3 server in one run: a private
- * versitygw (`tests/testbed/services/versitygw/`), which accepts the writes of both — our
- * `mount-s3` (the default engine) and `rclone mount2` (the fallback) — side by side:
+ * Node plugin benchmark (root, real FUSE), the engines on one S3 server in one run: a private
+ * versitygw (`tests/testbed/services/versitygw/`), which accepts the writes of all — our
+ * `mount-s3` (the default engine), upstream's own `mount-s3` as the reference (built from the same
+ * published libraries by `scripts/build_upstream_engine.sh`, given by `UPSTREAM_MOUNT_S3` or found
+ * in its cache; the mounter runs it in place of ours, with the same command line and environment)
+ * and `rclone mount2` (the fallback) — side by side:
  *
  * 1. NodePublishVolume latency, p50/p99 over N publishes per engine:
  *    a. new source mount on an already Running Mountpoint Pod (fd passing + engine start + ready);
@@ -26,11 +29,14 @@ import type { Engine } from "../src/mppod/mount_message.ts";
 import {
   type Harness,
   kubeletMkdirParent,
+  MOUNTER_ENV,
   skipReason,
   startHarness,
+  startMounter,
 } from "../tests/node/_harness.ts";
 import { runToEnd } from "../tests/_helpers.ts";
 import { readProcStat } from "./proc_stat.ts";
+import { upstreamBin } from "./bench_engine.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -44,7 +50,25 @@ const { values } = parseArgs({
 const N = Number(values.publishes);
 const SIZE = Number(values["size-mib"]) * 1024 * 1024;
 const RUNS = Number(values.runs);
-const ENGINES: readonly Engine[] = ["mount-s3", "rclone"];
+/** A column of the table: an engine, and the mount-s3 binary the mounter finds on its PATH. */
+interface Column {
+  readonly name: string;
+  readonly engine: Engine;
+  /** Directory put first on the mounters' PATH (upstream's mount-s3); none: the harness's. */
+  readonly pathDir?: string;
+}
+const UPSTREAM = upstreamBin();
+const COLUMNS: readonly Column[] = [
+  { name: "mount-s3", engine: "mount-s3" },
+  ...(UPSTREAM.bin
+    ? [{
+      name: "upstream mount-s3",
+      engine: "mount-s3" as const,
+      pathDir: UPSTREAM.bin.replace(/\/[^/]+$/, ""),
+    }]
+    : []),
+  { name: "rclone", engine: "rclone" },
+];
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
 
 function pct(samples: number[], p: number): number {
@@ -134,20 +158,33 @@ function request(h: Harness, engine: Engine, podUID: string, pv: string): NodePu
 /** Figures of one engine: metric → value. */
 type Figures = Map<string, string>;
 
+/** Raw medians per column, for the ratios to upstream's mount-s3. */
+const RAW = new Map<
+  string,
+  { newP50?: number; readMs?: number; writeMs?: number; readCpuS?: number }
+>();
+
 /** A volume kept published for the throughput figures, and its engine process. */
 interface Published {
   readonly target: string;
   readonly enginePid: number | undefined;
 }
 
-/** Publish figures and idle RSS of `engine`; resolves with a volume that stays published. */
-async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promise<Published> {
-  const tag = engine === "mount-s3" ? "m" : "r";
+/** Publish figures and idle RSS of a column; resolves with a volume that stays published. */
+async function benchEngine(h: Harness, column: Column, figures: Figures): Promise<Published> {
+  const { engine } = column;
+  const tag = column.pathDir ? "u" : engine === "mount-s3" ? "m" : "r";
+  const podOptions = column.pathDir
+    ? {
+      mounter: (dir: string) =>
+        startMounter(dir, [], { ...MOUNTER_ENV, PATH: `${column.pathDir}:${MOUNTER_ENV.PATH}` }),
+    }
+    : {};
   // 1a. New source mount on a Running Mountpoint Pod.
   const fresh: number[] = [];
   const before = h.node.stderr().length;
   for (let i = 0; i < N; i++) {
-    const mp = await h.mountpointPod(`mp-${tag}-new-${i}`);
+    const mp = await h.mountpointPod(`mp-${tag}-new-${i}`, podOptions);
     const pv = `pv-${tag}-new-${i}`;
     const uid = `uid-${tag}-new-${i}`;
     await h.assign(pv, `vol-${pv}`, mp.name, [uid]);
@@ -178,6 +215,7 @@ async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promis
     ),
   ].map((m) => [Number(m[1]), Number(m[2]), Number(m[3])]);
   const med = (i: number) => pct(steps.map((s) => s[i]!), 50).toFixed(0);
+  RAW.set(column.name, { ...RAW.get(column.name), newP50: pct(fresh, 50) });
   figures.set(
     `publish, new source mount: p50 / p99 ms (n=${N})`,
     `${pct(fresh, 50).toFixed(1)} / ${pct(fresh, 99).toFixed(1)}`,
@@ -188,7 +226,7 @@ async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promis
   );
 
   // 1b. Shared source mount: bind only.
-  const shared = await h.mountpointPod(`mp-${tag}-shared`);
+  const shared = await h.mountpointPod(`mp-${tag}-shared`, podOptions);
   const uids = Array.from({ length: N + 1 }, (_, i) => `uid-${tag}-sh-${i}`);
   const pv = `pv-${tag}-sh`;
   await h.assign(pv, `vol-${pv}`, shared.name, uids);
@@ -221,8 +259,8 @@ async function benchEngine(h: Harness, engine: Engine, figures: Figures): Promis
  */
 async function benchThroughput(
   h: Harness,
-  targets: ReadonlyMap<Engine, Published>,
-  figures: ReadonlyMap<Engine, Figures>,
+  targets: ReadonlyMap<string, Published>,
+  figures: ReadonlyMap<string, Figures>,
 ): Promise<string[]> {
   const data = new Uint8Array(SIZE);
   for (let i = 0; i < SIZE; i += 4096) data[i] = i & 0xff;
@@ -247,12 +285,13 @@ async function benchThroughput(
   await sdkGet("warm.bin");
   const put: number[] = [];
   const get: number[] = [];
-  const write = new Map<Engine, number[]>(ENGINES.map((e) => [e, []]));
-  const read = new Map<Engine, number[]>(ENGINES.map((e) => [e, []]));
+  const names = COLUMNS.map((c) => c.name);
+  const write = new Map<string, number[]>(names.map((e) => [e, []]));
+  const read = new Map<string, number[]>(names.map((e) => [e, []]));
   // CPU during each read: [reader or engine s, S3 server s, machine busy %] per run.
   const server = await s3ServerPid(h.rgw.S3_ENDPOINT!);
   const getCpu: number[][] = [];
-  const readCpu = new Map<Engine, number[][]>(ENGINES.map((e) => [e, []]));
+  const readCpu = new Map<string, number[][]>(names.map((e) => [e, []]));
   const row = (c: { seconds: (number | undefined)[]; busyPct: number }) => [
     c.seconds[0] ?? NaN,
     c.seconds[1] ?? NaN,
@@ -269,13 +308,15 @@ async function benchThroughput(
     getCpu.push(row(g));
     const n = g.value;
     if (n !== SIZE) throw new Error(`SDK GET returned ${n} bytes`);
-    const order = run % 2 === 0 ? ENGINES : [...ENGINES].reverse();
+    // Each run starts with another column, so each sees the others' load in turn.
+    const order = names.map((_, i) => names[(i + run) % names.length]!);
     for (const engine of order) {
       const target = targets.get(engine);
       if (!target) continue;
       // dd, like a workload (bs=1M sequential; conv=fsync: the upload is complete when dd ends).
+      const file = `${engine.replace(/ /g, "-")}-${run}.bin`;
       write.get(engine)!.push(
-        await dd(["if=/dev/zero", `of=${target.target}/${engine}-${run}.bin`, "conv=fsync"]),
+        await dd(["if=/dev/zero", `of=${target.target}/${file}`, "conv=fsync"]),
       );
       const r = await withCpu(
         [target.enginePid, server],
@@ -313,6 +354,12 @@ async function benchThroughput(
       "CPU during the mount read: engine / S3 server s; machine busy %",
       cpuFigure(readCpu.get(engine)!),
     );
+    RAW.set(engine, {
+      ...RAW.get(engine),
+      readMs: r,
+      writeMs: w,
+      readCpuS: median(readCpu.get(engine)!.map((x) => x[0]!).filter(Number.isFinite)),
+    });
     const m = ceiling(readCpu.get(engine)!, r);
     const ratio = sdkGetMs / r;
     const best = m.mbps / mbps(sdkGetMs);
@@ -338,6 +385,25 @@ async function benchThroughput(
       } (${(m.mbps / sdk.mbps).toFixed(2)})`,
     );
   }
+  // Ours against upstream's own mount-s3 (same libraries, upstream's profile and allocator).
+  const ours = RAW.get("mount-s3");
+  const ref = RAW.get("upstream mount-s3");
+  if (ours && ref) {
+    const f = figures.get("mount-s3")!;
+    const r2 = (
+      x: number | undefined,
+    ) => (x === undefined || !Number.isFinite(x) ? "?" : x.toFixed(2));
+    f.set(
+      "vs upstream mount-s3: write / read / new-mount publish p50 (ratio, ≥ 1 is as fast)",
+      `${r2(ref.writeMs! / ours.writeMs!)} / ${r2(ref.readMs! / ours.readMs!)} / ${
+        r2(ref.newP50! / ours.newP50!)
+      }`,
+    );
+    f.set(
+      "vs upstream mount-s3: engine CPU s per read (ours / upstream)",
+      `${r2(ours.readCpuS)} / ${r2(ref.readCpuS)}`,
+    );
+  }
   return verdicts;
 }
 
@@ -358,6 +424,8 @@ function goalOf(metric: string): string {
   if (metric.startsWith("write ") || metric.startsWith("read ")) {
     return `ratio ≥ ${RATIO_GOAL.toFixed(2)}`;
   }
+  if (metric.startsWith("vs upstream mount-s3: write")) return "each ≥ 1.00";
+  if (metric.startsWith("vs upstream mount-s3: engine CPU")) return "same CPU per GiB";
   return "";
 }
 
@@ -373,20 +441,20 @@ async function main(): Promise<number> {
     s3: "versitygw",
     nodeArgs: values["read-ahead-kb"] ? [`--read-ahead-kb=${values["read-ahead-kb"]}`] : [],
   });
-  const figures = new Map<Engine, Figures>();
+  const figures = new Map<string, Figures>();
   const failures: string[] = [];
-  const targets = new Map<Engine, Published>();
+  const targets = new Map<string, Published>();
   /** Why a read ratio misses its goal, computed from the figures (printed under the table). */
   const verdicts: string[] = [];
   const failed = (what: string, err: unknown) =>
     failures.push(`${what}: ${err instanceof Error ? err.message : String(err)}`);
-  for (const engine of ENGINES) {
+  for (const column of COLUMNS) {
     const f: Figures = new Map();
-    figures.set(engine, f);
+    figures.set(column.name, f);
     try {
-      targets.set(engine, await benchEngine(h, engine, f));
+      targets.set(column.name, await benchEngine(h, column, f));
     } catch (err) {
-      failed(engine, err);
+      failed(column.name, err);
     }
   }
   try {
@@ -398,7 +466,7 @@ async function main(): Promise<number> {
   out(
     `\nNode plugin benchmark (read_ahead_kb=${
       values["read-ahead-kb"] || "node default"
-    }; both engines on one versitygw ${h.rgw.S3_ENDPOINT}; throughput: medians of ${RUNS} runs)`,
+    }; the engines on one versitygw ${h.rgw.S3_ENDPOINT}; throughput: medians of ${RUNS} runs)`,
   );
   out(
     `load average: ${loadBefore} before, ${loadAfter} after (1/5/15 min; 2 vCPU shared with other work)`,
@@ -406,12 +474,20 @@ async function main(): Promise<number> {
   out(
     "SDK baseline: one PutObject / GetObject of the whole object (Deno fetch) on the same local (loopback) server; the GET reads from the server's page cache. Mount: dd bs=1M, conv=fsync for writes.",
   );
+  out(
+    UPSTREAM.bin
+      ? `Reference: upstream's own mount-s3 (\`${UPSTREAM.bin}\`), run by the mounter in place of ours.`
+      : `No upstream mount-s3 column: ${UPSTREAM.reason}.`,
+  );
   out("");
-  out(`| metric | ${ENGINES.join(" | ")} | goal |`);
-  out(`|---|${ENGINES.map(() => "---").join("|")}|---|`);
-  const metrics = [...new Set(ENGINES.flatMap((e) => [...figures.get(e)!.keys()]))];
+  const names = COLUMNS.map((c) => c.name);
+  out(`| metric | ${names.join(" | ")} | goal |`);
+  out(`|---|${names.map(() => "---").join("|")}|---|`);
+  const metrics = [...new Set(names.flatMap((e) => [...figures.get(e)!.keys()]))];
   for (const metric of metrics) {
-    const cells = ENGINES.map((e) => figures.get(e)!.get(metric) ?? "not measured");
+    const cells = names.map((e) =>
+      figures.get(e)!.get(metric) ?? (metric.startsWith("vs upstream") ? "" : "not measured")
+    );
     out(`| ${metric} | ${cells.join(" | ")} | ${goalOf(metric)} |`);
   }
   for (const v of verdicts) out(`\n${v}`);

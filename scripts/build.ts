@@ -1,9 +1,16 @@
 /**
  * Build one artefact per component.
  *
- * - default: `deno bundle` each entrypoint into `dist/<component>.js` (one self-contained file,
- *   npm packages included); run with `deno run -A dist/<component>.js`. This works offline once the
- *   npm packages are cached, so CI uses it.
+ * - default: `deno bundle` each component's `command.ts` into `dist/<component>.cjs`, one
+ *   self-contained CommonJS file (npm packages included, minified with names kept), and write
+ *   `dist/<component>.js`, a few lines that run it; run with `deno run -A dist/<component>.js`. This
+ *   works offline once the npm packages are cached, so CI uses it.
+ *
+ *   Why not one ES module: Deno analyses every ES module it loads with its own parser and keeps
+ *   what it found for the life of the process unless its cache dir already holds the analysis —
+ *   which the images never have (read-only root, no home): measured, the node plugin's bundle then
+ *   idles at 163 MiB instead of 105. A CommonJS bundle run as a function is parsed by V8 alone,
+ *   lazily, whatever the cache (docs/benchmarks.md, "memory").
  * - `--compile`: `deno compile` each entrypoint into `dist/bin/s3-csi-<component>`, a standalone
  *   executable for images and users' machines. It downloads the Deno runtime for the target the
  *   first time, so it needs access to the Deno release downloads (not available in CI here).
@@ -22,6 +29,26 @@ export const COMPONENTS = {
   controller: "src/cmd/controller/main.ts",
   mounter: "src/cmd/mounter/main.ts",
 } as const;
+
+/** The module each bundle is built from: it exports `main()` (no top-level await). */
+export function commandModule(component: keyof typeof COMPONENTS): string {
+  return COMPONENTS[component].replace(/main\.ts$/, "command.ts");
+}
+
+/** `dist/<component>.js`: run `./<component>.cjs` as a function and exit with its `main()`. */
+export function loaderSource(component: keyof typeof COMPONENTS): string {
+  return `// s3-csi-${component}: runs ./${component}.cjs (written by scripts/build.ts, see there why).
+import { createRequire } from "node:module";
+const url = new URL("./${component}.cjs", import.meta.url);
+const module = { exports: {} };
+new Function("require", "module", "exports", \`\${Deno.readTextFileSync(url)}\\n//# sourceURL=\${url}\`)(
+  createRequire(url),
+  module,
+  module.exports,
+);
+Deno.exit(await module.exports.main());
+`;
+}
 
 /**
  * V8 heap limits baked into the compiled binaries (and used by the manifests for bundles): a small
@@ -75,7 +102,7 @@ if (import.meta.main) {
       ]);
       out(`built ${output}`);
     } else {
-      const output = `dist/${name}.js`;
+      const output = `dist/${name}.cjs`;
       await run([
         "bundle",
         "--quiet",
@@ -83,11 +110,16 @@ if (import.meta.main) {
         "deno",
         "--packages",
         "bundle",
+        "--format",
+        "cjs",
+        "--minify",
+        "--keep-names",
         "--output",
         output,
-        entry,
+        commandModule(name),
       ]);
-      out(`built ${output}`);
+      await Deno.writeTextFile(`${ROOT}dist/${name}.js`, loaderSource(name));
+      out(`built dist/${name}.js and ${output}`);
     }
   }
 }

@@ -249,6 +249,12 @@ async function main(): Promise<void> {
       await timed(`image ${ref}`, async () => {
         const dir = `${work}/app-${c}`;
         await copyInto(dir, `${ROOT}/dist/${c}.js`, IMAGE_PATHS.bundle(c));
+        // The loader runs the CommonJS bundle beside it (scripts/build.ts).
+        await copyInto(
+          dir,
+          `${ROOT}/dist/${c}.cjs`,
+          IMAGE_PATHS.bundle(c).replace(/\.js$/, ".cjs"),
+        );
         const launcher = `${dir}${IMAGE_PATHS.entrypoint(c)}`;
         await Deno.mkdir(launcher.replace(/\/[^/]+$/, ""), { recursive: true });
         await run("gcc", [

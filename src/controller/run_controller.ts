@@ -79,6 +79,7 @@ export function mountpointPodConfig(config: ControllerConfig): MountpointPodConf
     caConfigMap: config["tls-ca-configmap"],
     workSizeLimit: config["mountpoint-work-size-limit"],
     cacheSizeLimit: config["mountpoint-cache-size-limit"],
+    metricsPort: config["mountpoint-metrics-port"],
   };
 }
 

@@ -21,6 +21,8 @@ export const CONTROLLER_SERVICE_ACCOUNT = "s3-csi-driver-controller-sa";
 export const PROVISIONER_DEPLOYMENT = "s3-csi-provisioner";
 /** ServiceAccount of the csi-provisioner sidecar (the only container of its pod with a token). */
 export const PROVISIONER_SERVICE_ACCOUNT = "s3-csi-driver-provisioner-sa";
+/** Headless Service selecting the Mountpoint Pods' metrics ports (in the Mountpoint namespace). */
+export const MOUNTPOINT_METRICS_SERVICE = "s3-csi-mountpoint-metrics";
 /** ValidatingAdmissionPolicy (and its binding) that limits the node plugin to its own Node. */
 export const NODE_POLICY = "s3-csi-node-restriction";
 /** ValidatingAdmissionPolicy (and binding): only the controller creates Mountpoint Pods. */

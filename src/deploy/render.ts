@@ -25,6 +25,7 @@ import { renderMountpointPolicies } from "./render_mountpoint_policies.ts";
 import { renderVolumePolicies } from "./render_volume_policy.ts";
 import { PROVISIONER_CONTAINERS, renderProvisionerDeployment } from "./render_provisioner.ts";
 import { renderRbac } from "./render_rbac.ts";
+import { renderMountpointMetricsService } from "./render_mountpoint_metrics.ts";
 import { checkContainerConfig } from "./settings.ts";
 import type { DeployValues } from "./values.ts";
 
@@ -70,6 +71,7 @@ export function renderManifests(v: DeployValues): Manifest[] {
     ...renderMountpointPolicies(v),
     ...renderVolumePolicies(v),
     ...renderCaConfigMaps(v),
+    ...renderMountpointMetricsService(v),
     deployment,
     ...provisioner,
     daemonSet,

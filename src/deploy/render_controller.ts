@@ -49,6 +49,7 @@ export function controllerEnv(v: DeployValues): EnvVar[] {
     e("mountpoint-cpu-request", m.resources.requests.cpu ?? ""),
     e("mountpoint-memory-request", m.resources.requests.memory ?? ""),
     e("mountpoint-memory-limit", m.resources.limits.memory ?? ""),
+    e("mountpoint-metrics-port", m.metricsPort),
     e("tls-ca-configmap", v.tls.caCertConfigMap),
     e("leader-elect", true),
     optionFieldEnv(SPECS, BINARY, "leader-election-namespace", "metadata.namespace"),

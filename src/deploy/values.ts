@@ -202,6 +202,11 @@ export interface DeployValues {
      * use the Mountpoint PriorityClasses (to jump the queue or preempt others).
      */
     restrictPriorityClasses: boolean;
+    /**
+     * Port where each Mountpoint Pod's engine serves its volume's Prometheus metrics (labelled by
+     * volume and pod), with a headless Service `s3-csi-mountpoint-metrics` selecting them; 0: off.
+     */
+    metricsPort: number;
   };
   /** Custom CA for the S3 endpoint. */
   tls: {
@@ -291,6 +296,7 @@ export function defaultValues(): DeployValues {
       cacheSizeLimit: DEFAULT_CACHE_SIZE_LIMIT,
       restrictPodCreation: true,
       restrictPriorityClasses: true,
+      metricsPort: 9102,
     },
     tls: { caCertConfigMap: "", caCertData: "" },
     proxy: { httpProxy: "", httpsProxy: "", noProxy: "" },

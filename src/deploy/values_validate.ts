@@ -257,6 +257,7 @@ function semantic(v: DeployValues, problems: string[]): void {
   port(v.node.registrarHealthPort, "node.registrarHealthPort", problems);
   port(v.controller.metricsPort, "controller.metricsPort", problems);
   port(v.provisioner.httpPort, "provisioner.httpPort", problems);
+  port(v.mountpointPod.metricsPort, "mountpointPod.metricsPort", problems, true);
   if (v.provisioner.enabled && v.provisioner.httpPort === v.controller.metricsPort) {
     problems.push(
       "provisioner.httpPort: must differ from controller.metricsPort (the provisioner pod serves both)",

@@ -100,6 +100,8 @@ export const PRIORITY_CLASSES: Resource = {
 };
 /** ConfigMaps. */
 export const CONFIGMAPS = core("configmaps", "ConfigMap", true);
+/** Services. */
+export const SERVICES = core("services", "Service", true);
 /** CSIDrivers. */
 export const CSI_DRIVERS: Resource = {
   group: "storage.k8s.io",

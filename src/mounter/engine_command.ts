@@ -19,6 +19,7 @@
 import type { Engine, MountMessage } from "../mppod/mount_message.ts";
 import { COMM_DIR } from "../mppod/paths.ts";
 import { engineOptionsProblem, parseEngineArgs, rcloneSize } from "../mppod/engine_support.ts";
+import { ENGINE_METRICS_LABELS_ENV, ENGINE_METRICS_PORT_ENV } from "../mppod/engine_metrics.ts";
 
 /** An option or setting the engine cannot honour. */
 export class EngineOptionError extends Error {
@@ -46,6 +47,8 @@ export interface EngineContext {
   readonly caBundle?: string | undefined;
   /** Path of the program (from PATH lookup). */
   readonly program: string;
+  /** mount-s3's Prometheus endpoint (port 0: none) and labels (JSON), from the pod. */
+  readonly metrics?: { readonly port: number; readonly labels: string } | undefined;
 }
 
 const parseArgs = parseEngineArgs;
@@ -84,6 +87,10 @@ export function mountS3Command(msg: MountMessage, fd: number, ctx: EngineContext
   }
   const env = envRecord(msg.env, ctx.commDir);
   if (ctx.caBundle && env.AWS_CA_BUNDLE === undefined) env.AWS_CA_BUNDLE = ctx.caBundle;
+  if (ctx.metrics && ctx.metrics.port > 0) {
+    env[ENGINE_METRICS_PORT_ENV] = String(ctx.metrics.port);
+    if (ctx.metrics.labels) env[ENGINE_METRICS_LABELS_ENV] = ctx.metrics.labels;
+  }
   return {
     engine: "mount-s3",
     command: ctx.program,

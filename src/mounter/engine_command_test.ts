@@ -174,3 +174,25 @@ Deno.test("engineCommand(): proxy variables reach both engines", () => {
     assert.equal(c.env.NO_PROXY, "s3", engine);
   }
 });
+
+Deno.test("engineCommand() mount-s3: the pod's metrics port and labels reach the engine", () => {
+  const labels = JSON.stringify({ "volume": "pv-1", "volume_id": "v,1", "mountpoint_pod": "mp-1" });
+  const on = engineCommand("mount-s3", MSG, 7, { ...CTX, metrics: { port: 9102, labels } });
+  assert.equal(on.env.MOUNT_S3_METRICS_PORT, "9102");
+  assert.equal(on.env.MOUNT_S3_METRICS_LABELS, labels);
+  const off = engineCommand("mount-s3", MSG, 7, { ...CTX, metrics: { port: 0, labels } });
+  assert.equal(off.env.MOUNT_S3_METRICS_PORT, undefined);
+  assert.equal(off.env.MOUNT_S3_METRICS_LABELS, undefined);
+  assert.equal(engineCommand("mount-s3", MSG, 7, CTX).env.MOUNT_S3_METRICS_PORT, undefined);
+  // rclone has no such endpoint: nothing is passed.
+  const rclone = engineCommand(
+    "rclone",
+    {
+      ...MSG,
+      args: [...MSG.args, "--allow-overwrite"],
+    },
+    7,
+    { ...CTX, metrics: { port: 9102, labels } },
+  );
+  assert.equal(rclone.env.MOUNT_S3_METRICS_PORT, undefined);
+});

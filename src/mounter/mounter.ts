@@ -34,7 +34,7 @@ import type { ProcessSpawner } from "../sys/process.ts";
 import type { Sys, SysListener } from "../sys/sys.ts";
 import { ConfigError, errorMessage, TimeoutError } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
-import { type EngineCommand, engineCommand } from "./engine_command.ts";
+import { type EngineCommand, engineCommand, type EngineContext } from "./engine_command.ts";
 import { SUPERVISOR, type SupervisorCommand, supervisorCommand } from "./supervisor_command.ts";
 
 const log = logger("mounter");
@@ -57,6 +57,8 @@ export interface MounterOptions {
   readonly cacheDir?: string | undefined;
   /** The pod's custom CA bundle, when it has one. */
   readonly caBundle?: string | undefined;
+  /** The engine's metrics endpoint (port > 0) and labels, from the pod (engine_metrics.ts). */
+  readonly metrics?: EngineContext["metrics"];
   /** How long to wait for a valid mount message. */
   readonly receiveTimeoutMs: number;
   /**
@@ -238,6 +240,7 @@ export class Mounter {
       workDir: this.#o.workDir,
       cacheDir: this.#o.cacheDir,
       caBundle: this.#o.caBundle,
+      metrics: this.#o.metrics,
       program,
     });
   }

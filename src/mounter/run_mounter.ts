@@ -177,6 +177,7 @@ export async function runMounter(
       cacheDir,
       sessionDir,
       caBundle: config["ca-bundle"] || undefined,
+      metrics: { port: config["metrics-port"], labels: config["metrics-labels"] },
       receiveTimeoutMs: config["receive-timeout"],
       drainGraceMs: config["drain-grace"],
       engine: config.engine as "auto" | Engine, // checked by the flag's choices

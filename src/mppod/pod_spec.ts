@@ -20,6 +20,9 @@
  *   ephemeral volume), named to the mounter by `MOUNTER_CACHE_DIR`; never the comm dir;
  * - with a custom CA (`--tls-ca-configmap`), the bundle at `/etc/ssl/custom-ca/ca-bundle.crt`,
  *   named to the mounter by `MOUNTER_CA_BUNDLE` (it becomes the engine's CA bundle);
+ * - with a metrics port (`--mountpoint-metrics-port`), a container port named `metrics` where the
+ *   engine serves the volume's Prometheus figures, labelled by volume and pod (`engine_metrics.ts`;
+ *   `MOUNTER_METRICS_PORT`, `MOUNTER_METRICS_LABELS`) and the `prometheus.io/*` annotations;
  * - `restartPolicy: OnFailure`: the mounter exits 0 only when asked to (pod `Succeeded`);
  * - a long termination grace so it outlives workloads on node drain;
  * - labels/annotations that tie it to its volume and attachment, and let cluster-autoscaler
@@ -46,6 +49,7 @@ import {
 } from "./labels.ts";
 import { COMM_DIR, COMM_VOLUME_NAME, WORK_DIR, WORK_VOLUME_NAME } from "./paths.ts";
 import { bytesQuantity, nonNegativeQuantity } from "../kube/quantity.ts";
+import { engineMetricsLabels, METRICS_PORT_NAME } from "./engine_metrics.ts";
 import {
   CACHE_DIR,
   CACHE_VOLUME_NAME,
@@ -99,6 +103,8 @@ export const MOUNTER_ENV = {
   drainGrace: "MOUNTER_DRAIN_GRACE",
   cacheDir: "MOUNTER_CACHE_DIR",
   caBundle: "MOUNTER_CA_BUNDLE",
+  metricsPort: "MOUNTER_METRICS_PORT",
+  metricsLabels: "MOUNTER_METRICS_LABELS",
 } as const;
 
 /** Labels with a fixed value on every Mountpoint Pod. */
@@ -191,6 +197,9 @@ export function mountpointPodInvariants(
       [MOUNTER_ENV.drainGrace]: undefined,
       [MOUNTER_ENV.cacheDir]: CACHE_DIR,
       [MOUNTER_ENV.caBundle]: CUSTOM_CA_FILE,
+      // Any value: the controller's metrics port and the volume's labels (no path).
+      [MOUNTER_ENV.metricsPort]: undefined,
+      [MOUNTER_ENV.metricsLabels]: undefined,
     },
   };
 }
@@ -219,6 +228,8 @@ export interface MountpointPodConfig {
    * or `cache: emptyDir` without `cacheEmptyDirSizeLimit`). @default {@link DEFAULT_CACHE_SIZE_LIMIT}
    */
   readonly cacheSizeLimit?: string;
+  /** Port of the engine's Prometheus endpoint; 0 or absent: none. */
+  readonly metricsPort?: number;
 }
 
 /** What one Mountpoint Pod serves. */
@@ -346,6 +357,22 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
     });
     mounts.push(mount(CUSTOM_CA_VOLUME_NAME));
   }
+  const metricsPort = config.metricsPort ?? 0;
+  const scrape: Record<string, string> = {};
+  if (metricsPort > 0) {
+    const labels = engineMetricsLabels(
+      target.name,
+      target.spec.persistentVolumeName,
+      target.spec.volumeID,
+    );
+    env.push(
+      { name: MOUNTER_ENV.metricsPort, value: String(metricsPort) },
+      { name: MOUNTER_ENV.metricsLabels, value: JSON.stringify(labels) },
+    );
+    scrape["prometheus.io/scrape"] = "true";
+    scrape["prometheus.io/port"] = String(metricsPort);
+    scrape["prometheus.io/path"] = "/metrics";
+  }
   const serviceAccount = target.volumeAttributes[SERVICE_ACCOUNT_ATTRIBUTE];
   return {
     apiVersion: "v1",
@@ -361,6 +388,7 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         // The mount protocols this image speaks (the controller deploys its own version's image).
         [ANNOTATION_MOUNT_PROTOCOLS]: formatProtocols(OUR_PROTOCOLS),
         "cluster-autoscaler.kubernetes.io/daemonset-pod": "true",
+        ...scrape,
       },
     },
     spec: {
@@ -398,6 +426,9 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         imagePullPolicy: config.imagePullPolicy,
         command: mountpointCommand(config.command),
         env,
+        ...(metricsPort > 0
+          ? { ports: [{ name: METRICS_PORT_NAME, containerPort: metricsPort, protocol: "TCP" }] }
+          : {}),
         resources: resources(
           config,
           target.volumeAttributes,

@@ -155,3 +155,23 @@ Deno.test("hasCacheMountOption(): the spellings of the cache mount option", () =
     assert.equal(hasCacheMountOption([o]), false, o);
   }
 });
+
+Deno.test("mountpointPod(): a metrics port with the volume's labels, or none", () => {
+  const off = mountpointPod(CONFIG, target({}));
+  assert.equal(off.spec.containers[0]!.ports, undefined);
+  assert.equal(env(off).MOUNTER_METRICS_PORT, undefined);
+  assert.equal(off.metadata.annotations?.["prometheus.io/scrape"], undefined);
+
+  const pod = mountpointPod({ ...CONFIG, metricsPort: 9102 }, target({}));
+  assert.deepEqual(pod.spec.containers[0]!.ports, [
+    { name: "metrics", containerPort: 9102, protocol: "TCP" },
+  ]);
+  assert.equal(env(pod).MOUNTER_METRICS_PORT, "9102");
+  assert.deepEqual(JSON.parse(env(pod).MOUNTER_METRICS_LABELS!), {
+    "volume": "pv-1",
+    "volume_id": "vol-1",
+    "mountpoint_pod": "mp-1",
+  });
+  assert.equal(pod.metadata.annotations?.["prometheus.io/scrape"], "true");
+  assert.equal(pod.metadata.annotations?.["prometheus.io/port"], "9102");
+});

@@ -166,3 +166,19 @@ Deno.test("a volume has at most 64 mount options", () => {
   );
   assert.equal(mountOptionsProblem(many.slice(1)), undefined);
 });
+
+Deno.test("parseMountOptions(): OTLP metrics export of a volume", () => {
+  const o = parseMountOptions([
+    "otlp-endpoint=http://otel.monitoring:4318",
+    "otlp-export-interval=15",
+  ]);
+  assert.deepEqual(renderArgs(o), [
+    "--otlp-endpoint=http://otel.monitoring:4318",
+    "--otlp-export-interval=15",
+  ]);
+  for (
+    const bad of ["otlp-endpoint=otel:4318", "otlp-endpoint=http://u@h", "otlp-export-interval=0"]
+  ) {
+    assert.throws(() => parseMountOptions([bad]), (e: unknown) => e instanceof CsiError, bad);
+  }
+});

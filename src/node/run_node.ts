@@ -34,7 +34,7 @@ import { HealthChecker } from "./health.ts";
 import { MountpointPods } from "./mountpoint_pods.ts";
 import type { NODE_OPTIONS } from "../options/node_options.ts";
 import { NodeService } from "./node_service.ts";
-import { PromNodeMetrics, serveMetrics } from "./prom_metrics.ts";
+import { NO_METRICS, type NodeMetrics } from "./metrics.ts";
 import { Publisher } from "./publisher.ts";
 import { removeAgentNotReadyTaint } from "./taint.ts";
 import { Unmounter } from "./unmounter.ts";
@@ -68,7 +68,11 @@ export async function runNode(
   const health = new HealthChecker(files, { timeoutMs: 3000 });
   const custody = new Custody({ sys, files, kubeletRoot, locks, pods });
   const unmounter = new Unmounter({ sys, files, pods, locks, health, custody, kubeletRoot });
-  const metrics = new PromNodeMetrics({ sys, health, kubeletRoot });
+  // prom-client is loaded only when metrics are served (it costs memory; the port is 0 by default).
+  const prom = config["metrics-port"] > 0
+    ? new (await import("./prom_metrics.ts")).PromNodeMetrics({ sys, health, kubeletRoot })
+    : undefined;
+  const metrics: NodeMetrics = prom ?? NO_METRICS;
   const caBundlePem = await readCaBundle(config["s3-ca-bundle"]);
   const probe = config["bucket-check"] ? new AwsBucketProbe({ caBundlePem }) : undefined;
   probe?.warm().catch(() => {});
@@ -124,8 +128,9 @@ export async function runNode(
   const keeping = custody.run(stop.signal);
   try {
     await server.start();
-    if (config["metrics-port"] > 0) {
-      serveMetrics(metrics.registry, config["metrics-port"], stop.signal);
+    if (prom) {
+      const { serveMetrics } = await import("./prom_metrics.ts");
+      serveMetrics(prom.registry, config["metrics-port"], stop.signal);
     }
     background = (async () => {
       await waitForApi(pods, stop.signal);

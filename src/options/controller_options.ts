@@ -160,6 +160,15 @@ export const CONTROLLER_OPTIONS = {
     description: "Default memory limit of Mountpoint containers (empty: none)",
     validate: quantityOrEmpty,
   },
+  "mountpoint-metrics-port": {
+    type: "integer",
+    env: "MOUNTPOINT_METRICS_PORT",
+    default: 0,
+    description:
+      "Port where each Mountpoint Pod's engine serves the volume's Prometheus metrics (/metrics, labelled by volume and pod); 0 disables it",
+    validate: (v: number) =>
+      v >= 0 && v <= 65535 ? undefined : `must be a TCP port from 1 to 65535, or 0, got ${v}`,
+  },
   "mountpoint-termination-grace": {
     type: "integer",
     env: "MOUNTPOINT_TERMINATION_GRACE_SECONDS",

@@ -5,6 +5,7 @@
  */
 import type { OptionSpecs } from "../util/config.ts";
 import { COMM_DIR, WORK_DIR } from "../mppod/paths.ts";
+import { metricsLabelsProblem } from "../mppod/engine_metrics.ts";
 
 /**
  * Engine choices for messages that name no engine (the node plugin always names one): `auto`
@@ -65,6 +66,23 @@ export const MOUNTER_OPTIONS = {
     default: 0,
     description:
       "On SIGTERM, keep serving the mount this long (or until the node plugin asks for the exit) so workloads outlive a drain",
+  },
+  "metrics-port": {
+    type: "integer",
+    env: "MOUNTER_METRICS_PORT",
+    default: 0,
+    description:
+      "Port where mount-s3 serves this volume's Prometheus metrics (/metrics); 0 disables it (set by the controller)",
+    validate: (v: number) =>
+      v >= 0 && v <= 65535 ? undefined : `must be a TCP port from 1 to 65535, or 0, got ${v}`,
+  },
+  "metrics-labels": {
+    type: "string",
+    env: "MOUNTER_METRICS_LABELS",
+    default: "",
+    description:
+      "Labels of every metric, a JSON object (the controller sets volume, volume_id and mountpoint_pod)",
+    validate: (v: string) => (v === "" ? undefined : metricsLabelsProblem(v)),
   },
   engine: {
     type: "string",

@@ -1,5 +1,6 @@
 /**
- * `deno task build` bundles every entrypoint into dist/, and each bundle runs on its own.
+ * `deno task build` bundles every binary into dist/ (a CommonJS bundle and its loader), and each
+ * runs on its own, also as the images run it (no config, no cache dir Deno can write).
  */
 import assert from "node:assert/strict";
 import { ROOT, runToEnd } from "../_helpers.ts";
@@ -13,11 +14,22 @@ Deno.test("deno task build makes three bundles that each run --help and --versio
   assert.equal(build.code, 0, build.stderr);
   for (const name of ["node", "controller", "mounter"]) {
     const bundle = `${ROOT}dist/${name}.js`;
-    // Run from / with no config file so the bundle cannot lean on the repository.
+    assert.ok((await Deno.stat(`${ROOT}dist/${name}.cjs`)).isFile);
+    // Run from / with no config file so the bundle cannot lean on the repository, and as
+    // images/deno_launcher.c runs it.
     const help = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--no-config", bundle, "--help"],
+      args: [
+        "run",
+        "--allow-all",
+        "--no-config",
+        "--no-lock",
+        "--no-remote",
+        "--no-code-cache",
+        bundle,
+        "--help",
+      ],
       cwd: "/",
-      env,
+      env: { ...env, DENO_DIR: "/nonexistent/deno" },
       stdout: "piped",
       stderr: "piped",
     }).output();

@@ -3,18 +3,6 @@
  *
  * @module
  */
-import { runCli } from "../../util/cli.ts";
-import { MOUNTER_OPTIONS } from "../../options/mounter_options.ts";
-import { runMounter } from "../../mounter/run_mounter.ts";
+import { main } from "./command.ts";
 
-if (import.meta.main) {
-  Deno.exit(
-    await runCli({
-      binary: "s3-csi-mounter",
-      summary:
-        "Mountpoint Pod entrypoint of the S3 CSI driver: runs the FUSE engine on a received fd",
-      options: MOUNTER_OPTIONS,
-      run: runMounter,
-    }),
-  );
-}
+if (import.meta.main) Deno.exit(await main());

@@ -3,17 +3,6 @@
  *
  * @module
  */
-import { runCli } from "../../util/cli.ts";
-import { NODE_OPTIONS } from "../../options/node_options.ts";
-import { runNode } from "../../node/run_node.ts";
+import { main } from "./command.ts";
 
-if (import.meta.main) {
-  Deno.exit(
-    await runCli({
-      binary: "s3-csi-node",
-      summary: "CSI node plugin of the S3 CSI driver: mounts S3 buckets into pods",
-      options: NODE_OPTIONS,
-      run: runNode,
-    }),
-  );
-}
+if (import.meta.main) Deno.exit(await main());

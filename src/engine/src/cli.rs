@@ -89,8 +89,9 @@ pub struct MountArgs {
     pub no_sign_request: bool,
     /// MiB.
     pub memory_target: Option<u64>,
-    /// Log the library's metrics summary.
+    /// Log a summary of the metrics every 5 s (metrics.rs).
     pub log_metrics: bool,
+    /// OTLP/HTTP metrics endpoint (metrics.rs).
     pub otlp_endpoint: Option<String>,
     /// Seconds.
     pub otlp_export_interval: Option<u64>,
@@ -710,11 +711,14 @@ reason and what to do instead.
 Environment: credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY[/AWS_SESSION_TOKEN] or the
 profile AWS_PROFILE in AWS_SHARED_CREDENTIALS_FILE/AWS_CONFIG_FILE; AWS_CA_BUNDLE replaces the
 trusted CAs; HTTPS_PROXY/HTTP_PROXY/NO_PROXY (either case) route S3 requests through a proxy.
+MOUNT_S3_METRICS_PORT serves Prometheus metrics on that port (/metrics), labelled with the JSON
+object MOUNT_S3_METRICS_LABELS; MOUNT_S3_START_TIMEOUT bounds the start in seconds [20].
 
 Exit codes: 0 unmounted or stopped by SIGINT/SIGTERM, 1 failure while serving, 2 bad arguments or
 environment, 3 local setup failed (mount point, FUSE fd, cache dir, CA bundle, credential files),
-4 bucket not found, 5 access denied or no credentials, 6 S3 endpoint unreachable or failing,
-8 handed over (SIGUSR1: stopped at a request boundary for the next engine to resume).
+4 bucket not found, 5 access denied or no credentials, 6 S3 endpoint unreachable, failing or not
+answering within the start deadline, 7 internal error (panic), 8 handed over (SIGUSR1: stopped at
+a request boundary for the next engine to resume).
 ",
         version = crate::version::VERSION
     )

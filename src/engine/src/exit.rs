@@ -19,6 +19,8 @@ pub const BUCKET_NOT_FOUND: u8 = 4;
 pub const ACCESS_DENIED: u8 = 5;
 /// The S3 endpoint is unreachable (DNS, connection, TLS, proxy) or answered with an error.
 pub const S3_UNAVAILABLE: u8 = 6;
+/// A panic (an internal error) on any thread: see `panic_hook.rs`.
+pub const PANIC: u8 = 7;
 /// SIGUSR1: the session was handed over at a request boundary; the next engine resumes it.
 pub const HANDED_OVER: u8 = 8;
 

@@ -8,7 +8,9 @@
 
 use anyhow::Context as _;
 use mountpoint_s3_client::config::{AWSCRT_LOG_TARGET, RustLogAdapter};
+use mountpoint_s3_fs::metrics::metrics_tracing_span_layer;
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -34,26 +36,34 @@ pub fn directives(debug: bool, debug_crt: bool, no_log: bool, log_metrics: bool)
     format!("{base},{AWSCRT_LOG_TARGET}={crt}")
 }
 
-/// Install the stdout subscriber (and route the CRT's logs through it).
-pub fn init(directives: &str) -> anyhow::Result<()> {
+/// Install the stdout subscriber (and route the CRT's logs through it). With `metrics_spans`, the
+/// library's span layer also times FUSE requests (`fuse.request_latency`, see `metrics.rs`), even
+/// when no log is written.
+pub fn init(directives: &str, metrics_spans: bool) -> anyhow::Result<()> {
     let filter = match std::env::var("MOUNTPOINT_LOG") {
         Ok(custom) if !custom.trim().is_empty() => EnvFilter::try_new(&custom)
             .map_err(|e| anyhow::anyhow!("MOUNTPOINT_LOG='{custom}' is not a valid log filter: {e}"))?,
         _ => EnvFilter::new(directives),
     };
-    if filter.max_level_hint() == Some(tracing::level_filters::LevelFilter::OFF) {
+    let logs = filter.max_level_hint() != Some(tracing::level_filters::LevelFilter::OFF);
+    if !logs && !metrics_spans {
         return Ok(());
     }
-    let stdout = tracing_subscriber::fmt::layer()
-        .with_ansi(false)
-        .with_target(true)
-        .with_writer(std::io::stdout);
+    let stdout = logs.then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(false)
+            .with_target(true)
+            .with_writer(std::io::stdout)
+            .with_filter(filter)
+    });
     tracing_subscriber::registry()
-        .with(filter)
         .with(stdout)
+        .with(metrics_spans.then(metrics_tracing_span_layer))
         .try_init()
         .context("cannot install the log subscriber")?;
-    RustLogAdapter::try_init().map_err(|e| anyhow::anyhow!("cannot route CRT logs: {e:?}"))?;
+    if logs {
+        RustLogAdapter::try_init().map_err(|e| anyhow::anyhow!("cannot route CRT logs: {e:?}"))?;
+    }
     Ok(())
 }
 

@@ -37,6 +37,7 @@ use crate::fuse_fd;
 use crate::session_table::Table;
 use crate::proxy;
 use crate::settings::{self, S3Settings};
+use crate::start_deadline::{self, StartDeadline};
 use crate::version;
 
 /// Attempts of the bucket check at start (at most).
@@ -51,6 +52,7 @@ const CACHE_BLOCK_SIZE: u64 = 1024 * 1024;
 /// Mount and serve until unmounted; `Ok` is a clean end.
 pub fn run(args: &MountArgs) -> Result<(), Failure> {
     let started = Instant::now();
+    let deadline = StartDeadline::from_env(&|name| std::env::var(name).ok())?; // start_deadline.rs
     let s3 = settings::resolve(args, &|name| std::env::var(name).ok())?;
     info!("{}", version::version_line());
     info!(
@@ -126,7 +128,8 @@ pub fn run(args: &MountArgs) -> Result<(), Failure> {
     if !args.resume {
         let check_client = create_client(args, &s3, &parts, pool.clone(), s3.max_attempts.min(CHECK_ATTEMPTS))?;
         check_proxy_linked(&s3)?;
-        check_bucket(&check_client, &s3_path, &s3)?;
+        check_bucket(&check_client, &s3_path, &s3, &deadline)?;
+        drop(check_client);
     }
     let client = create_client(args, &s3, &parts, pool.clone(), s3.max_attempts)?;
     check_proxy_linked(&s3)?;
@@ -457,13 +460,23 @@ fn create_client(
 
 /// List (at most zero keys of) the bucket under the prefix: proves endpoint, TLS, proxy,
 /// credentials and bucket before the mount appears.
-fn check_bucket(client: &S3CrtClient, path: &S3Path, s3: &S3Settings) -> Result<(), Failure> {
+fn check_bucket(client: &S3CrtClient, path: &S3Path, s3: &S3Settings, deadline: &StartDeadline) -> Result<(), Failure> {
     let bucket = path.bucket.as_str();
     let request = client.list_objects(bucket, None, "/", 0, path.prefix.as_str());
-    let Err(err) = futures::executor::block_on(request) else {
+    let at = format!("(endpoint {}, region {})", s3.endpoint_description(), s3.region);
+    let Some(result) = deadline.block_on(request) else {
+        return Err(Failure::new(
+            exit::S3_UNAVAILABLE,
+            format!(
+                "no answer from S3 within {} s at start: listing bucket '{bucket}' {at} did not finish; check that the endpoint is an S3 server that answers, and the network and proxy to it ({} sets this limit)",
+                deadline.limit().as_secs(),
+                start_deadline::VAR
+            ),
+        ));
+    };
+    let Err(err) = result else {
         return Ok(());
     };
-    let at = format!("(endpoint {}, region {})", s3.endpoint_description(), s3.region);
     Err(match &err {
         ObjectClientError::ServiceError(ListObjectsError::NoSuchBucket) => {
             Failure::new(exit::BUCKET_NOT_FOUND, format!("bucket '{bucket}' does not exist {at}"))
