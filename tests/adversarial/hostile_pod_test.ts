@@ -370,9 +370,11 @@ adversarialTest(
     const mp = await h.mountpointPod("mp-hung");
     const t = await publishTarget(h, mp.name, "pv-h", "uid-h");
     await h.csi.node.nodePublishVolume(h.publishRequest("uid-h", "pv-h"));
-    const engines = (await runToEnd("pgrep", ["-f", `s3:${h.bucket}`])).stdout.split("\n").filter(
-      Boolean,
-    ).map(Number);
+    // rclone itself, not the supervisor whose command line names it after "--".
+    const engines = (await runToEnd("pgrep", ["-f", `^\\S*rclone mount2 s3:${h.bucket}`])).stdout
+      .split("\n").filter(
+        Boolean,
+      ).map(Number);
     assert.equal(engines.length, 1, "one engine serves the volume");
     const pid = h.node.child.pid;
     const csi = client(h);

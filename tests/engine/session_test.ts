@@ -73,7 +73,8 @@ engineTest(
         }
         const r = await workload.stop();
         const at = stops.map((s) => s.at);
-        assert.deepEqual(workloadErrors(r, at), [], "the workload saw no error but lost writes");
+        const errs = workloadErrors(r, at);
+        assert.deepEqual(errs, [], "the workload saw no error but lost writes");
         report(`writes open at a stop, EIO as documented: ${lostWrites(r, at).length}`);
         const pauses = stops.map((s) => pauseAfter(r, s.at));
         for (const [i, s] of stops.entries()) {

@@ -320,7 +320,7 @@ export async function startNsMounter(
     "setpriv",
     ...mounterArgs(commDir),
   ], {
-    env: { ...mounterEnvWithEngine(), ...env },
+    env: { ...mounterEnvWithEngine(true), ...env },
   });
   if (waitSocket) {
     await waitFor(

@@ -249,14 +249,31 @@ export function ensureWorkDir(commDir: string): void {
 }
 
 /**
- * The mounters' environment with our mount-s3 and s3-csi-supervisor on PATH (as the Mountpoint
- * image has them).
+ * The mounters' environment as a Mountpoint image gives it: our build dir first on PATH, with
+ * `s3-csi-supervisor` (every mounter execs into it) and, unless `rcloneOnly`, `mount-s3` — an
+ * rclone-only image gets a dir holding the supervisor alone.
  */
-export function mounterEnvWithEngine(): Record<string, string> {
-  const bin = engineBin().bin;
-  if (!bin) return MOUNTER_ENV;
-  // The binaries are in one cache dir; that dir goes first on PATH.
-  return { ...MOUNTER_ENV, PATH: `${bin.replace(/\/[^/]+$/, "")}:${MOUNTER_ENV.PATH}` };
+export function mounterEnvWithEngine(rcloneOnly = false): Record<string, string> {
+  const { bin, supervisor } = engineBin();
+  if (!bin || !supervisor) return MOUNTER_ENV;
+  const dir = rcloneOnly ? supervisorOnlyDir(supervisor) : bin.replace(/\/[^/]+$/, "");
+  return { ...MOUNTER_ENV, PATH: `${dir}:${MOUNTER_ENV.PATH}` };
+}
+
+let supervisorOnly: string | undefined;
+
+/** A dir (readable by the Mountpoint Pod's user) with only a link to the supervisor. */
+function supervisorOnlyDir(supervisor: string): string {
+  if (supervisorOnly) return supervisorOnly;
+  const dir = Deno.makeTempDirSync({ prefix: "s3csi-rclone-image-" });
+  Deno.chmodSync(dir, 0o755);
+  Deno.symlinkSync(supervisor, `${dir}/s3-csi-supervisor`);
+  addEventListener("unload", () => {
+    try {
+      Deno.removeSync(dir, { recursive: true });
+    } catch { /* gone */ }
+  });
+  return supervisorOnly = dir;
 }
 
 /** `setpriv` arguments that run the mounter binary as uid 1000 on `commDir`. */
@@ -385,7 +402,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   let vgw: Server | undefined;
   if (s3Choice === "versitygw") vgw = await startVersitygw({ tls: options.tls === true });
   const rgw = vgw ? vgw.env : rgwEnv()!;
-  const mounterEnv = mounterEnvWithEngine();
+  const mounterEnv = mounterEnvWithEngine(defaultEngine !== "mount-s3");
   const api = await startApiServer({ port: 0 });
   const kube = new RestKubeClient(
     loadKubeConfig((n) => (n === "KUBECONFIG" ? api.kubeconfigPath : undefined)).config,

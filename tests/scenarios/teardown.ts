@@ -102,7 +102,11 @@ export const TEARDOWN: Scenario = {
           assert.ok((await e.credentialFiles()).length > 0, "credential files exist while mounted");
           // The detectors below see what runs now (so an empty answer later means something).
           const running = await e.engineProcesses(buckets);
-          assert.ok(running.some((l) => /mounter/.test(l)), `mounters seen: ${running.join("\n")}`);
+          // The mounter execs the engine's supervisor (rclone's too): either names the process.
+          assert.ok(
+            running.some((l) => /mounter|s3-csi-supervisor/.test(l)),
+            `mounters seen: ${running.join("\n")}`,
+          );
           assert.ok(
             running.some((l) => /rclone|mount-s3/.test(l)),
             `engines seen: ${running.join("\n")}`,
