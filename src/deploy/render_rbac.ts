@@ -61,10 +61,10 @@ export const NODE_PERMISSIONS: readonly Permission[] = [
   {
     group: "",
     resource: "pods",
-    verbs: ["list", "watch", "patch"],
+    verbs: ["get", "list", "watch", "patch"],
     scope: "mountpoint-namespace",
     why:
-      "informer of the Mountpoint Pods on this node; patch: mark one it gave up on broken (annotation), for the controller to tell its workloads and replace it",
+      "informer of the Mountpoint Pods on this node; get: read a pod fresh before its restarted container gets its FUSE connection again; patch: mark one it gave up on broken (annotation), for the controller to tell its workloads and replace it",
   },
   {
     group: "",

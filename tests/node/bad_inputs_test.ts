@@ -33,7 +33,8 @@ const CASES: Case[] = [
     name: "forbidden option endpoint-url",
     req: (b) => ({ ...b, ...cap(["endpoint-url=http://evil.example"]) }),
     code: Code.INVALID_ARGUMENT,
-    message: /"endpoint-url=http:\/\/evil.example" is not allowed: per-volume endpoints/,
+    message:
+      /"endpoint-url=http:\/\/evil.example" is not allowed: the S3 endpoint is set for the whole driver/,
   },
   {
     name: "forbidden FUSE -o option",
@@ -45,7 +46,7 @@ const CASES: Case[] = [
     name: "malformed option value",
     req: (b) => ({ ...b, ...cap(["uid=root"]) }),
     code: Code.INVALID_ARGUMENT,
-    message: /"uid=root" is invalid: must be an integer/,
+    message: /"uid=root" is invalid: must be a user id from 1 to 2147483647/,
   },
   {
     name: "prefix escaping with ..",

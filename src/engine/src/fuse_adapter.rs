@@ -19,7 +19,9 @@
 //!   them again, `FUSE_NOTIFY_RESEND`), FORGETs are still applied.
 //!
 //! The FUSE-level behaviour (errors, read-only, logging of failures) is the library's: every call
-//! goes to `S3Filesystem` with the library's numbers.
+//! goes to `S3Filesystem` with the library's numbers. So are its FUSE metrics: bytes and I/O sizes
+//! of reads and writes, errors per request, and each request's latency (a root span per request
+//! with the library's target, timed by its span layer).
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -28,6 +30,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::executor::block_on;
+use mountpoint_s3_fs::metrics::defs::{ATTR_FUSE_REQUEST, FUSE_IO_SIZE, FUSE_REQUEST_ERRORS};
 use fuser::{
     FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
     ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
@@ -133,14 +136,20 @@ fn hold<T>(reply: T) {
     }
 }
 
+/// Enter the gate for request `$op`, within a root span named after it with the library's FUSE
+/// target: the library's span layer times it (`fuse.request_latency`, as for its own adapter).
 macro_rules! enter {
-    ($self:ident, $reply:ident) => {
+    ($self:ident, $reply:ident, $op:literal) => {{
+        let span = tracing::span!(target: FUSE_TARGET, tracing::Level::WARN, $op).entered();
         match $self.gate.enter() {
-            Some(pass) => pass,
+            Some(pass) => (pass, span),
             None => return hold($reply),
         }
-    };
+    }};
 }
+
+/// The target of the library's FUSE spans and events (`mountpoint_s3_fs::fuse`).
+const FUSE_TARGET: &str = "mountpoint_s3_fs::fuse";
 
 struct State {
     table: Table,
@@ -169,8 +178,9 @@ fn kind_of(t: FileType) -> Kind {
     if t == FileType::Directory { Kind::Directory } else { Kind::File }
 }
 
-fn log_error(op: &str, err: &Error) -> libc::c_int {
+fn log_error(op: &'static str, err: &Error) -> libc::c_int {
     let errno = err.to_errno();
+    ::metrics::counter!(FUSE_REQUEST_ERRORS, ATTR_FUSE_REQUEST => op).increment(1);
     if errno == libc::ENOENT {
         debug!("{op} failed with errno {errno}: {err:#}");
     } else {
@@ -286,7 +296,7 @@ where
         attr
     }
 
-    fn entry_reply(&self, parent: u64, name: &OsStr, result: Result<mountpoint_s3_fs::fs::Entry, Error>, op: &str, reply: ReplyEntry) {
+    fn entry_reply(&self, parent: u64, name: &OsStr, result: Result<mountpoint_s3_fs::fs::Entry, Error>, op: &'static str, reply: ReplyEntry) {
         match result {
             Ok(e) => {
                 let k = self.number(parent, name, e.attr.ino, kind_of(e.attr.kind), true);
@@ -407,7 +417,7 @@ where
     }
 
     fn lookup(&self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "lookup");
         let i = match self.resolve(parent) {
             Ok(i) => i,
             Err(e) => return reply.error(e),
@@ -421,7 +431,7 @@ where
     }
 
     fn getattr(&self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "getattr");
         let result = self.resolve(ino).and_then(|i| block_on(self.fs.getattr(i)).map_err(|e| log_error("getattr", &e)));
         match result {
             Ok(a) => reply.attr(&a.ttl, &self.attr_as(a.attr, ino)),
@@ -447,7 +457,7 @@ where
         flags: Option<u32>,
         reply: ReplyAttr,
     ) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "setattr");
         let time = |t: Option<TimeOrNow>| {
             t.map(|t| match t {
                 TimeOrNow::SpecificTime(st) => OffsetDateTime::from(st),
@@ -464,7 +474,7 @@ where
     }
 
     fn mknod(&self, _req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "mknod");
         match self.resolve(parent) {
             Ok(i) => {
                 let r = block_on(self.fs.mknod(i, name, mode as libc::mode_t, umask, rdev));
@@ -475,7 +485,7 @@ where
     }
 
     fn mkdir(&self, _req: &Request<'_>, parent: u64, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "mkdir");
         match self.resolve(parent) {
             Ok(i) => {
                 let r = block_on(self.fs.mkdir(i, name, mode as libc::mode_t, umask));
@@ -486,7 +496,7 @@ where
     }
 
     fn unlink(&self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "unlink");
         let result = self.resolve(parent).and_then(|i| block_on(self.fs.unlink(i, name)).map_err(|e| log_error("unlink", &e)));
         match result {
             Ok(()) => {
@@ -498,7 +508,7 @@ where
     }
 
     fn rmdir(&self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "rmdir");
         let result = self.resolve(parent).and_then(|i| block_on(self.fs.rmdir(i, name)).map_err(|e| log_error("rmdir", &e)));
         match result {
             Ok(()) => {
@@ -518,7 +528,7 @@ where
     }
 
     fn rename(&self, _req: &Request<'_>, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32, reply: ReplyEmpty) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "rename");
         let result = self.resolve(parent).and_then(|i| {
             let ni = self.resolve(newparent)?;
             block_on(self.fs.rename(i, name, ni, newname, flags.into())).map_err(|e| log_error("rename", &e))
@@ -533,7 +543,7 @@ where
     }
 
     fn open(&self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "open");
         let kind = if flags & libc::O_ACCMODE == libc::O_RDONLY { HandleKind::Read } else { HandleKind::Write };
         let result = self.resolve(ino).and_then(|i| {
             let opened = block_on(self.fs.open(i, flags.into(), req.pid())).map_err(|e| log_error("open", &e))?;
@@ -546,13 +556,17 @@ where
     }
 
     fn read(&self, req: &Request<'_>, ino: u64, fh: u64, offset: i64, size: u32, flags: i32, lock: Option<u64>, reply: ReplyData) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "read");
         let result = self.resolve(ino).and_then(|i| {
             let inner = self.handle(ino, i, fh, req.pid())?;
             block_on(self.fs.read(i, inner, offset, size, flags, lock)).map_err(|e| log_error("read", &e))
         });
         match result {
-            Ok(data) => reply.data(&data),
+            Ok(data) => {
+                ::metrics::counter!("fuse.total_bytes", "type" => "read").increment(data.len() as u64);
+                ::metrics::histogram!(FUSE_IO_SIZE, ATTR_FUSE_REQUEST => "read").record(data.len() as f64);
+                reply.data(&data)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -569,20 +583,24 @@ where
         lock_owner: Option<u64>,
         reply: ReplyWrite,
     ) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "write");
         // A write handle of an earlier engine is lost whatever its file became: EIO at once.
         let result = self.stale_writer(ino, fh).and_then(|()| self.resolve(ino)).and_then(|i| {
             let inner = self.handle(ino, i, fh, req.pid())?;
             block_on(self.fs.write(i, inner, offset, data, write_flags, flags, lock_owner)).map_err(|e| log_error("write", &e))
         });
         match result {
-            Ok(n) => reply.written(n),
+            Ok(n) => {
+                ::metrics::counter!("fuse.total_bytes", "type" => "write").increment(n as u64);
+                ::metrics::histogram!(FUSE_IO_SIZE, ATTR_FUSE_REQUEST => "write").record(n as f64);
+                reply.written(n)
+            }
             Err(e) => reply.error(e),
         }
     }
 
     fn flush(&self, req: &Request<'_>, ino: u64, fh: u64, lock_owner: u64, reply: ReplyEmpty) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "flush");
         let result = self.handle_if_open(fh, false).and_then(|inner| match inner {
             None => Ok(()),
             Some(inner) => {
@@ -597,7 +615,7 @@ where
     }
 
     fn release(&self, _req: &Request<'_>, ino: u64, fh: u64, flags: i32, lock_owner: Option<u64>, flush: bool, reply: ReplyEmpty) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "release");
         // An earlier engine's write handle: its upload is gone; releasing it is not an error.
         let result = match self.handle_if_open(fh, true) {
             Err(_) | Ok(None) => Ok(()),
@@ -612,7 +630,7 @@ where
     }
 
     fn fsync(&self, _req: &Request<'_>, ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "fsync");
         let result = self.handle_if_open(fh, false).and_then(|inner| match inner {
             None => Ok(()),
             Some(inner) => {
@@ -627,7 +645,7 @@ where
     }
 
     fn opendir(&self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "opendir");
         let result = self.resolve(ino).and_then(|i| {
             let opened = block_on(self.fs.opendir(i, flags)).map_err(|e| log_error("opendir", &e))?;
             Ok((encode(self.generation, HandleKind::Dir, opened.fh)?, opened.flags))
@@ -639,7 +657,7 @@ where
     }
 
     fn readdir(&self, _req: &Request<'_>, ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectory) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "readdir");
         struct Out<'a, C: ObjectClient + Clone + Send + Sync + 'static> {
             adapter: &'a Adapter<C>,
             dir: u64,
@@ -666,7 +684,7 @@ where
     }
 
     fn readdirplus(&self, _req: &Request<'_>, ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectoryPlus) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "readdirplus");
         struct Out<'a, C: ObjectClient + Clone + Send + Sync + 'static> {
             adapter: &'a Adapter<C>,
             dir: u64,
@@ -704,7 +722,7 @@ where
     }
 
     fn releasedir(&self, _req: &Request<'_>, ino: u64, fh: u64, flags: i32, reply: ReplyEmpty) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "releasedir");
         let result = match self.handle_if_open(fh, true) {
             Err(_) | Ok(None) => Ok(()),
             Ok(Some(inner)) => self
@@ -733,7 +751,7 @@ where
     }
 
     fn statfs(&self, _req: &Request<'_>, ino: u64, reply: ReplyStatfs) {
-        let _pass = enter!(self, reply);
+        let _pass = enter!(self, reply, "statfs");
         match block_on(self.fs.statfs(ino)) {
             Ok(s) => reply.statfs(
                 s.total_blocks,
