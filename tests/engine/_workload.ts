@@ -61,6 +61,7 @@ for (; !(await Deno.stat(stopFile).then(() => true, () => false)); i++) {
   // the close, whose error Deno drops. Sync calls: Deno's async ones work on a dup of the fd and
   // close it after, and every close of a FUSE file is a FLUSH.
   await timed("write", async () => {
+    // deno-lint-ignore no-sync-fn-in-async-fn
     const f = Deno.openSync(name, { write: true, create: true, truncate: true });
     try {
       f.writeSync(body);
