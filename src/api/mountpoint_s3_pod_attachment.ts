@@ -62,9 +62,12 @@ export interface S3paSpec {
   workloadFSGroup: string;
   /** Authentication source of the volume (`driver` unless the PV says `secret`). */
   authenticationSource: AuthenticationSource;
-  /** With `secret` authentication: namespace of the PV's `nodePublishSecretRef`. */
+  /**
+   * Namespace of the PV's `nodePublishSecretRef`, when it has one (always with `secret`
+   * authentication; with `driver`, a Secret holding only the volume's endpoint and region).
+   */
   secretNamespace?: string;
-  /** With `secret` authentication: name of the PV's `nodePublishSecretRef`. */
+  /** Name of the PV's `nodePublishSecretRef`, when it has one. */
   secretName?: string;
   /**
    * The volume's local cache when it has one (canonical, e.g. `emptyDir;sizeLimit=2Gi`): volumes
@@ -139,9 +142,14 @@ export const S3PA_SCHEMA = {
         },
         secretNamespace: {
           ...str,
-          description: "Namespace of the nodePublishSecretRef (secret auth).",
+          description:
+            "Namespace of the nodePublishSecretRef, when the volume has one (credentials, endpoint).",
         },
-        secretName: { ...str, description: "Name of the nodePublishSecretRef (secret auth)." },
+        secretName: {
+          ...str,
+          description:
+            "Name of the nodePublishSecretRef, when the volume has one (credentials, endpoint).",
+        },
         cache: {
           ...str,
           description:

@@ -2,8 +2,14 @@
  * The sharing key of a workload volume: workloads with equal keys share one Mountpoint Pod.
  *
  * Key = node, PV name, volume handle, PV mount options (joined with ","), workload fsGroup,
- * authentication source (and, for `secret`, the nodePublishSecretRef), driver version, and the
- * volume's local cache when it has one (PV attributes `cache*` or the `cache` mount option).
+ * authentication source, the nodePublishSecretRef when the PV has one (required for `secret`),
+ * driver version, and the volume's local cache when it has one (PV attributes `cache*` or the
+ * `cache` mount option).
+ *
+ * The Secret's reference stands for its content, which the controller does not read (it has no
+ * access to Secrets): credentials, and the volume's own `endpoint`/`region`. Volumes with
+ * different Secrets, hence possibly different endpoints, never share a Mountpoint Pod; a change
+ * to a Secret's content applies to Mountpoint Pods made after it.
  *
  * @module
  */
@@ -55,16 +61,13 @@ export function sharingKey(pod: Pod, pv: PersistentVolume, driverVersion: string
     driverVersion,
     ...(cache ? { cache } : {}),
   };
-  if (auth === "secret") {
-    const ref = pv.spec.csi?.nodePublishSecretRef;
-    if (!ref?.name) {
-      throw new SharingKeyError(
-        `PV "${pv.metadata.name}" uses authenticationSource=secret but has no spec.csi.nodePublishSecretRef: add one`,
-      );
-    }
-    return { ...key, secretNamespace: ref.namespace ?? "", secretName: ref.name };
+  const ref = pv.spec.csi?.nodePublishSecretRef;
+  if (auth === "secret" && !ref?.name) {
+    throw new SharingKeyError(
+      `PV "${pv.metadata.name}" uses authenticationSource=secret but has no spec.csi.nodePublishSecretRef: add one`,
+    );
   }
-  return key;
+  return ref?.name ? { ...key, secretNamespace: ref.namespace ?? "", secretName: ref.name } : key;
 }
 
 /** The key an existing S3PA stands for (its spec plus its driver-version label). */

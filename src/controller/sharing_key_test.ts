@@ -53,6 +53,35 @@ Deno.test("sharingKey(): keys without a cache keep their names (no cache in the 
   );
 });
 
+Deno.test("sharingKey(): volumes with different node-publish Secrets (endpoints) never share", () => {
+  const withRef = (name: string, attrs: Record<string, string> = {}): PersistentVolume => {
+    const v = pv(attrs);
+    return {
+      ...v,
+      spec: { ...v.spec, csi: { ...v.spec.csi!, nodePublishSecretRef: { name, namespace: "ns" } } },
+    };
+  };
+  // A Secret with only endpoint/region on a driver-credential volume is in the key too.
+  const siteA = sharingKey(POD, withRef("site-a"), "1.0.0");
+  const siteB = sharingKey(POD, withRef("site-b"), "1.0.0");
+  assert.deepEqual([siteA.authenticationSource, siteA.secretNamespace, siteA.secretName], [
+    "driver",
+    "ns",
+    "site-a",
+  ]);
+  const names = new Set([sharingKey(POD, pv({}), "1.0.0"), siteA, siteB].map(s3paName));
+  assert.equal(names.size, 3);
+  assert.equal(s3paName(sharingKey(POD, withRef("site-a"), "1.0.0")), s3paName(siteA));
+  assert.equal(
+    sharingKey(POD, withRef("s", { authenticationSource: "secret" }), "1.0.0").secretName,
+    "s",
+  );
+  assert.throws(
+    () => sharingKey(POD, pv({ authenticationSource: "secret" }), "1.0.0"),
+    /no spec.csi.nodePublishSecretRef/,
+  );
+});
+
 Deno.test("sharingKey(): bad cache attributes are a SharingKeyError naming the PV", () => {
   assert.throws(
     () => sharingKey(POD, pv({ cache: "ephemeral" }), "1.0.0"),

@@ -4,8 +4,10 @@
  * which kubelet resolves and sends as `secrets`).
  *
  * There is **no fallback** between the two (upstream silently uses driver credentials when a
- * `secret` volume arrives without secrets): `secret` without secrets, and secrets on a `driver`
- * volume, are both refused with a message that says what to fix.
+ * `secret` volume arrives without secrets): `secret` without secrets, and credential keys on a
+ * `driver` volume, are both refused with a message that says what to fix. The Secret's connection
+ * keys (`endpoint`, `region`: where the bucket is, see `publish_request.ts`) are not credentials
+ * and are accepted with either source.
  *
  * Credentials reach the engine as an AWS shared-credentials profile written into the Mountpoint
  * Pod's comm dir (files 0600, owned by the pod's user); only the file paths travel in the mount
@@ -16,7 +18,7 @@
  * @module
  */
 import { failedPrecondition, invalidArgument } from "../csi/errors.ts";
-import { SECRET_KEYS } from "../csi/secret_keys.ts";
+import { CONNECTION_SECRET_KEYS, SECRET_KEYS } from "../csi/secret_keys.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
 import { COMM_DIR, CREDENTIALS_DIR } from "../mppod/paths.ts";
 import { type DirHandle, UnsafeEntryError } from "../sys/files.ts";
@@ -75,10 +77,15 @@ export function resolveCredentials(
   driverEnv: (name: string) => string | undefined,
 ): S3Credentials {
   const given = Object.keys(secrets ?? {});
+  const credentialKeys = given.filter((k) => !CONNECTION_SECRET_KEYS.includes(k));
   if (source === "driver") {
-    if (given.length > 0) {
+    if (credentialKeys.length > 0) {
       throw invalidArgument(
-        `The volume has node-publish secrets but authenticationSource is "driver": set volumeAttributes.authenticationSource: secret to use the Secret, or remove nodePublishSecretRef`,
+        `The volume's node-publish Secret has keys ${
+          credentialKeys.sort().join(", ")
+        } but authenticationSource is "driver": set volumeAttributes.authenticationSource: secret to use the Secret's credentials, or keep only ${
+          CONNECTION_SECRET_KEYS.join(" and ")
+        } in it`,
       );
     }
     const accessKeyId = driverEnv("AWS_ACCESS_KEY_ID")?.trim();

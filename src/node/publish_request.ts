@@ -2,8 +2,9 @@
  * Validation of NodePublishVolume requests, before anything is touched: volume id, target path
  * (inside the kubelet dir, in the kubelet's CSI target shape), volume capability and access mode,
  * volume context (`bucketName`, `authenticationSource`, `engine`, `prefix`, `region`, the local
- * cache `cache*`) and the mount options (allow-list). The result is a {@link PublishParams} with
- * the driver's own options added.
+ * cache `cache*`), the mount options (allow-list) and the connection keys of the node-publish
+ * Secret (`endpoint`, `region`: the volume's own S3 endpoint, see {@link secretConnection}). The
+ * result is a {@link PublishParams} with the driver's own options added.
  *
  * Validation is complete: every rule the mounter and the engine apply to the options later is
  * applied here too (option combinations mount-s3 refuses, options rclone cannot honour, a cache
@@ -20,6 +21,8 @@ import type {
   VolumeCapability_AccessMode_Mode,
 } from "../csi/gen/csi_types.ts";
 import { invalidArgument } from "../csi/errors.ts";
+import { SECRET_KEYS } from "../csi/secret_keys.ts";
+import { EndpointUrlError, parseS3Endpoint } from "../s3/endpoint_url.ts";
 import { SUPPORTED_ACCESS_MODES } from "../csi/access_modes.ts";
 import { VOLUME_CONTEXT } from "../csi/volume_context.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
@@ -68,6 +71,11 @@ export interface PublishParams {
   readonly readOnlyTarget: boolean;
   /** Where S3 credentials come from. */
   readonly authenticationSource: AuthenticationSource;
+  /**
+   * The volume's own S3 endpoint (`scheme://host[:port]`, from its node-publish Secret); the
+   * driver's endpoint when undefined.
+   */
+  readonly endpoint: string | undefined;
   /** The volume's engine (its `engine` attribute, else the node's default). */
   readonly engine: Engine;
   /** The volume's local cache (`--cache` points at the Mountpoint Pod's cache volume). */
@@ -147,6 +155,50 @@ function mergeContextOption(
   }
   const parsed = parseMountOptions([`${name}=${value}`]);
   options.set(name, parsed.get(name)!);
+}
+
+/**
+ * The connection keys of a node-publish Secret: `endpoint` (validated: http or https, a host, an
+ * optional port, nothing else) and `region` (merged into the options like the `region` attribute:
+ * set in two places, the values must agree). Returns the endpoint in normal form.
+ * @throws {CsiError} InvalidArgument
+ */
+export function secretConnection(
+  options: MountOptions,
+  secrets: Readonly<Record<string, string>> | null | undefined,
+): string | undefined {
+  const raw = secrets?.[SECRET_KEYS.endpoint];
+  let endpoint: string | undefined;
+  if (raw !== undefined) {
+    try {
+      endpoint = parseS3Endpoint(raw);
+    } catch (err) {
+      if (!(err instanceof EndpointUrlError)) throw err;
+      throw invalidArgument(`Node-publish Secret key "${SECRET_KEYS.endpoint}" ${err.message}`);
+    }
+  }
+  const region = secrets?.[SECRET_KEYS.region]?.trim();
+  if (region !== undefined) {
+    let parsed: MountOptions;
+    try {
+      parsed = parseMountOptions([`region=${region}`]);
+    } catch (err) {
+      throw invalidArgument(
+        `Node-publish Secret key "${SECRET_KEYS.region}" ("${
+          region.slice(0, 40)
+        }") is not a region name such as us-east-1`,
+        { cause: err },
+      );
+    }
+    const fromVolume = options.get("region");
+    if (fromVolume !== undefined && fromVolume !== parsed.get("region")) {
+      throw invalidArgument(
+        `Node-publish Secret key "${SECRET_KEYS.region}" ("${region}") conflicts with the volume's region "${fromVolume}" (attribute or mount option); set it in one place`,
+      );
+    }
+    options.set("region", parsed.get("region")!);
+  }
+  return endpoint;
 }
 
 /**
@@ -243,6 +295,7 @@ export function validatePublish(
   const options = parseMountOptions(mount?.mountFlags ?? []);
   mergeContextOption(options, "prefix", ctx[VOLUME_CONTEXT.prefix]);
   mergeContextOption(options, "region", ctx[VOLUME_CONTEXT.region]);
+  const endpoint = secretConnection(options, req.secrets);
 
   let fsGroup: number | undefined;
   const group = mount?.volumeMountGroup;
@@ -286,6 +339,7 @@ export function validatePublish(
     readOnlyVolume,
     readOnlyTarget: readOnlyVolume || req.readonly === true,
     authenticationSource: auth,
+    endpoint,
     engine: engine as Engine,
     cache,
     fsGroup,

@@ -86,6 +86,27 @@ Deno.test("validatePublish() merges prefix and region from the volume context", 
   );
 });
 
+Deno.test("validatePublish() takes the volume's endpoint and region from its Secret", () => {
+  const p = validatePublish(
+    req({ secrets: { endpoint: "https://S3.Site-B.example:8443/", region: "site-b" } }),
+    ROOT,
+  );
+  assert.equal(p.endpoint, "https://s3.site-b.example:8443");
+  assert.equal(p.options.get("region"), "site-b");
+  assert.equal(validatePublish(req(), ROOT).endpoint, undefined);
+  // The same region in both places is fine; two different ones are a conflict.
+  const ctx = { bucketName: "b-1", region: "site-b" };
+  assert.equal(
+    validatePublish(req({ volumeContext: ctx, secrets: { region: "site-b" } }), ROOT).options
+      .get("region"),
+    "site-b",
+  );
+  assert.throws(
+    () => validatePublish(req({ volumeContext: ctx, secrets: { region: "site-c" } }), ROOT),
+    /Secret key "region" \("site-c"\) conflicts with the volume's region "site-b"/,
+  );
+});
+
 Deno.test("validatePublish() rejects bad requests with InvalidArgument", async (t) => {
   const cases: [string, Partial<NodePublishVolumeRequest>, RegExp][] = [
     ["no volume id", { volumeId: "" }, /Volume ID not provided/],
@@ -108,6 +129,26 @@ Deno.test("validatePublish() rejects bad requests with InvalidArgument", async (
       "pod uid mismatch",
       { volumeContext: { bucketName: "b-1", "csi.storage.k8s.io/pod.uid": "other" } },
       /does not match/,
+    ],
+    [
+      "endpoint with credentials",
+      { secrets: { endpoint: "https://AKIA:pw@s3.example.com" } },
+      /^Node-publish Secret key "endpoint" contains a user name or password/,
+    ],
+    [
+      "endpoint with a path",
+      { secrets: { endpoint: "https://s3.example.com/a" } },
+      /^Node-publish Secret key "endpoint" "https:\/\/s3.example.com\/a" has a path/,
+    ],
+    [
+      "endpoint scheme",
+      { secrets: { endpoint: "s3://bucket" } },
+      /key "endpoint" "s3:\/\/bucket" has scheme "s3": use http or https/,
+    ],
+    [
+      "secret region",
+      { secrets: { region: "Site B" } },
+      /key "region" \("Site B"\) is not a region/,
     ],
     [
       "bad fsGroup",

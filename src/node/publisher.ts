@@ -511,7 +511,7 @@ export class Publisher {
     const region = String(p.options.get("region") ?? this.#o.region);
     const result = await this.#o.probe!.probe({
       bucket: p.bucket,
-      endpoint: this.#o.endpoint,
+      endpoint: p.endpoint ?? this.#o.endpoint, // the volume's own (its Secret's), else the driver's
       region,
       forcePathStyle: true,
       accessKeyId: creds.accessKeyId,
@@ -519,7 +519,7 @@ export class Publisher {
       sessionToken: creds.sessionToken,
     }, this.#t.probeMs);
     if (result.ok) return;
-    const endpoint = this.#o.endpoint ?? "AWS S3";
+    const endpoint = p.endpoint ?? this.#o.endpoint ?? "AWS S3";
     switch (result.reason) {
       case "no-such-bucket":
         throw failedPrecondition(
@@ -564,10 +564,11 @@ export class Publisher {
       const v = this.#o.env(k);
       return v ? [`${k}=${v}`] : [];
     });
+    const endpoint = p.endpoint ?? this.#o.endpoint; // the volume's own (its Secret's), else the driver's
     const env = [
       ...credentialsEnv(),
       `AWS_REGION=${region}`,
-      ...(this.#o.endpoint ? [`AWS_ENDPOINT_URL=${this.#o.endpoint}`] : []),
+      ...(endpoint ? [`AWS_ENDPOINT_URL=${endpoint}`] : []),
       ...(attempts !== undefined ? [`AWS_MAX_ATTEMPTS=${attempts}`] : []),
       ...proxy,
     ].sort();

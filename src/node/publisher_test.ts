@@ -6,6 +6,7 @@ import { hostCommDir, sourceMountDir } from "../mppod/paths.ts";
 import { SysError } from "../sys/errno.ts";
 import { findMount } from "../sys/mountinfo.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
+import type { ProbeTarget } from "../s3/bucket_probe.ts";
 import { validatePublish } from "./publish_request.ts";
 import { ROOT, world } from "./_test_fixtures.ts";
 
@@ -68,6 +69,29 @@ Deno.test("Publisher: first publish mounts the source, sends fd + options, binds
   assert.equal(await w.publisher.unpublish(ta), "unmounted");
   assert.equal(await w.publisher.unpublish(ta), "not-mounted");
   assert.equal(findMount(w.sys.mounts, ta), undefined);
+});
+
+Deno.test("Publisher: a volume's own endpoint (its Secret's) reaches the bucket check and the engine", async () => {
+  const probed: ProbeTarget[] = [];
+  const probe = {
+    probe: (t: ProbeTarget) => (probed.push(t), Promise.resolve({ ok: true as const })),
+  };
+  await using w = await world({ probe });
+  await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const secrets = { endpoint: "https://s3.site-b.example", region: "site-b" };
+  const p = validatePublish(req(w.target("uid-a", "pv-1"), { secrets }), ROOT);
+  assert.equal(await w.publisher.publish(p, secrets), "source-and-bind");
+  assert.deepEqual(
+    probed.map((t) => [t.endpoint, t.region, t.accessKeyId]),
+    [["https://s3.site-b.example", "site-b", "AKIATEST"]],
+  );
+  await until(() => w.received.get("mp-1")?.length);
+  const env = w.received.get("mp-1")![0]!.env;
+  assert.ok(env.includes("AWS_ENDPOINT_URL=https://s3.site-b.example"), env.join(" "));
+  assert.ok(env.includes("AWS_REGION=site-b"));
+  assert.ok(!env.some((e) => e.includes("s3.local")), "not the driver's endpoint");
+  assert.ok(w.received.get("mp-1")![0]!.args.includes("--region=site-b"));
 });
 
 Deno.test("Publisher: waits for the assignment and the Running pod by watching", async () => {

@@ -118,7 +118,8 @@ const CASES: Case[] = [
     name: "secrets on a driver-credential volume",
     req: (b) => ({ ...b, secrets: { access_key_id: "AKIA", secret_access_key: "s" } }),
     code: Code.INVALID_ARGUMENT,
-    message: /has node-publish secrets but authenticationSource is "driver"/,
+    message:
+      /Secret has keys access_key_id, secret_access_key but authenticationSource is "driver"/,
   },
   {
     name: "fsGroup conflicting with gid option",
