@@ -27,6 +27,10 @@
 #   RGW_OTHER_ACCESS_KEY_ID / RGW_OTHER_SECRET_ACCESS_KEY  second user keys (fixed defaults)
 #   RGW_DEBUG           radosgw log level (1 = one line per request)  [1]
 #   RGW_KEEP_ON_FAIL=1  leave the daemons running when the start fails (debugging)
+#   RGW_STS=1           enable STS (AssumeRoleWithWebIdentity) and the IAM API: the main user gets
+#                       the caps oidc-provider=* and roles=*                [0]
+#   RGW_VERIFY_SSL      with RGW_STS=1: whether radosgw verifies the TLS certificates of the OIDC
+#                       issuer it fetches keys from (true|false)            [true]
 #
 # Printed env (also written to $S3_STATE_DIR/env):
 #   S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION S3_SERVER=rgw
@@ -55,6 +59,10 @@ OTHER_AK="${RGW_OTHER_ACCESS_KEY_ID:-S3CSIOTHERACCESSKEY2}"
 OTHER_SK="${RGW_OTHER_SECRET_ACCESS_KEY:-s3csiOtherSecretKey000000000000000000002}"
 KEEP_ON_FAIL="${RGW_KEEP_ON_FAIL:-0}"
 RGW_DEBUG="${RGW_DEBUG:-1}"
+RGW_STS="${RGW_STS:-0}"
+RGW_VERIFY_SSL="${RGW_VERIFY_SSL:-true}"
+# Encrypts RGW's session tokens (16 bytes); only used when RGW_STS=1.
+RGW_STS_KEY="s3csiStsKey00001"
 
 # Debian packages to install (they pull in ceph-common, ceph-base, python3-rados)
 # and the binaries we call.
@@ -100,6 +108,8 @@ validate_settings() {
     [[ "${!v}" =~ ^[A-Za-z0-9/+]{8,}$ ]] || die "key $v must be 8+ chars of [A-Za-z0-9/+]"
   done
   [[ "$MAIN_AK" != "$OTHER_AK" ]] || die "the two users need different access keys"
+  case "$RGW_STS" in 0|1) ;; *) die "RGW_STS must be 0 or 1, got '$RGW_STS'";; esac
+  case "$RGW_VERIFY_SSL" in true|false) ;; *) die "RGW_VERIFY_SSL must be true or false";; esac
   [[ "$STATE_DIR" == /* && "$STATE_DIR" != / ]] || die "S3_STATE_DIR must be an absolute path other than /"
 }
 
@@ -198,7 +208,8 @@ s3_probe() {
 
 settings_fingerprint() {
   printf '%s\n' "port=$RGW_PORT" "mon=$MON_PORT" "osdports=$OSD_PORTS" "backend=$OSD_BACKEND" \
-    "size=$OSD_SIZE_GB" "region=$REGION" "main=$MAIN_AK:$MAIN_SK" "other=$OTHER_AK:$OTHER_SK"
+    "size=$OSD_SIZE_GB" "region=$REGION" "main=$MAIN_AK:$MAIN_SK" "other=$OTHER_AK:$OTHER_SK" \
+    "sts=$RGW_STS:$RGW_VERIFY_SSL"
 }
 
 already_healthy() {
@@ -255,6 +266,14 @@ rados_class_dir() {
     [ -e "$d/libcls_rgw.so" ] && { echo "$d"; return 0; }
   done
   return 1
+}
+
+# STS: the web-identity engine in the S3 auth chain, the key that seals session tokens, and
+# whether radosgw checks the TLS certificate of the OIDC issuer it fetches keys from.
+sts_conf() {
+  ((RGW_STS)) || return 0
+  printf '%s\n' "rgw s3 auth use sts = true" "rgw sts key = $RGW_STS_KEY" \
+    "rgw verify ssl = $RGW_VERIFY_SSL"
 }
 
 write_conf() {
@@ -341,6 +360,7 @@ admin socket = $RUN_DIR/\$name.asok
 # tcp_nodelay: without it every small response waits ~45 ms (Nagle + delayed ACK).
 rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1
 debug rgw = $RGW_DEBUG
+$(sts_conf)
 EOF
 }
 
@@ -465,6 +485,11 @@ build_cluster() {
   wait_osd_up
   log "creating users, starting radosgw (127.0.0.1:$RGW_PORT)"
   create_user "$MAIN_UID" "$MAIN_AK" "$MAIN_SK"
+  if ((RGW_STS)); then
+    timeout "$(remaining)" radosgw-admin -c "$CONF" caps add --uid "$MAIN_UID" \
+      --caps "oidc-provider=*;roles=*" >>"$LOG_DIR/users.out" 2>&1 ||
+      { tail -n 20 "$LOG_DIR/users.out" >&2; die "radosgw-admin caps add $MAIN_UID failed"; }
+  fi
   start_daemon radosgw radosgw -f -c "$CONF" -n client.rgw.s3csi
   create_user "$OTHER_UID" "$OTHER_AK" "$OTHER_SK"
   wait_s3
