@@ -88,3 +88,36 @@ Deno.test("sharingKey(): bad cache attributes are a SharingKeyError naming the P
     (e: unknown) => e instanceof SharingKeyError && /PV "pv-1": .*needs both/.test(e.message),
   );
 });
+
+Deno.test("sharingKey(): pod identity keys by namespace, ServiceAccount and role", () => {
+  const role = "arn:aws:iam::tenant:role/team/reader";
+  const podOf = (sa: string | undefined): Pod => ({
+    ...POD,
+    spec: { ...POD.spec, ...(sa ? { serviceAccountName: sa } : {}) },
+  });
+  const accounts = (ns: string, name: string) =>
+    ns === "default" && name === "app" ? { "s3.csi.scality.com/role-arn": role } : undefined;
+  const key = sharingKey(podOf("app"), pv({ authenticationSource: "pod" }), "1.0.0", accounts);
+  assert.deepEqual(
+    [key.workloadNamespace, key.workloadServiceAccountName, key.workloadServiceAccountIAMRoleARN],
+    ["default", "app", role],
+  );
+  assert.match(
+    canonicalSharingKey(key),
+    /"pod=\[\\"default\\",\\"app\\",\\"arn:aws:iam::tenant:role\/team\/reader\\"\]"\]$/,
+  );
+  // No ServiceAccount named: "default"; it has no annotation and the volume names no role.
+  assert.throws(
+    () => sharingKey(podOf(undefined), pv({ authenticationSource: "pod" }), "1.0.0", accounts),
+    /annotate ServiceAccount default\/default with s3.csi.scality.com\/role-arn/,
+  );
+  assert.throws(
+    () => sharingKey(podOf("app"), pv({ authenticationSource: "pod", roleArn: "reader" }), "1.0.0"),
+    /Role "reader" \(volume attribute roleArn of PV "pv-1"\) is not a role ARN/,
+  );
+  // Other sources carry no workload identity.
+  assert.equal(
+    sharingKey(podOf("app"), pv({}), "1.0.0", accounts).workloadServiceAccountName,
+    undefined,
+  );
+});

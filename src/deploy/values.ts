@@ -87,6 +87,12 @@ export interface DeployValues {
     fsGroupPolicy: "File" | "None" | "ReadWriteOnceWithFSType";
     /** Periodic NodePublishVolume (credential refresh), as upstream. */
     requiresRepublish: boolean;
+    /**
+     * CSI inline volumes (`volumeLifecycleModes: [Persistent, Ephemeral]`): pods may declare a
+     * bucket in their own `csi:` volume, read with their own Secret. The field is immutable: a
+     * change needs the CSIDriver deleted first (volumes already mounted are not affected).
+     */
+    inlineVolumes: boolean;
   };
   /** Node plugin DaemonSet settings. */
   node: {
@@ -198,7 +204,7 @@ export function defaultValues(): DeployValues {
       secretAccessKey: "secret_access_key",
       sessionToken: "session_token",
     },
-    csiDriver: { fsGroupPolicy: "File", requiresRepublish: true },
+    csiDriver: { fsGroupPolicy: "File", requiresRepublish: true, inlineVolumes: true },
     node: {
       kubeletPath: DEFAULT_KUBELET_ROOT,
       logLevel: "info",

@@ -111,7 +111,7 @@ export function resolveCredentials(
   }
   if (given.length === 0) {
     throw invalidArgument(
-      `authenticationSource is "secret" but kubelet sent no node-publish secrets: set spec.csi.nodePublishSecretRef on the PersistentVolume (keys ${SECRET_KEYS.accessKeyId}, ${SECRET_KEYS.secretAccessKey}) and make sure the Secret exists`,
+      `authenticationSource is "secret" but kubelet sent no node-publish secrets: set spec.csi.nodePublishSecretRef on the PersistentVolume, or nodePublishSecretRef on the pod's inline csi volume (keys ${SECRET_KEYS.accessKeyId}, ${SECRET_KEYS.secretAccessKey}) and make sure the Secret exists`,
     );
   }
   const s = secrets ?? {};

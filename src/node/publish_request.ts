@@ -25,6 +25,11 @@ import { SECRET_KEYS } from "../csi/secret_keys.ts";
 import { EndpointUrlError, parseS3Endpoint } from "../s3/endpoint_url.ts";
 import { SUPPORTED_ACCESS_MODES } from "../csi/access_modes.ts";
 import { VOLUME_CONTEXT } from "../csi/volume_context.ts";
+import {
+  inlineAuthenticationProblem,
+  inlineAuthenticationSource,
+  splitMountOptions,
+} from "../csi/inline_volume.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
 import { DEFAULT_ENGINE, type Engine, ENGINES, mountArgProblem } from "../mppod/mount_message.ts";
 import {
@@ -71,6 +76,8 @@ export interface PublishParams {
   readonly readOnlyTarget: boolean;
   /** Where S3 credentials come from. */
   readonly authenticationSource: AuthenticationSource;
+  /** An inline (ephemeral) volume: the pod's own `csi:` volume, not a PersistentVolume. */
+  readonly ephemeral: boolean;
   /**
    * The volume's own S3 endpoint (`scheme://host[:port]`, from its node-publish Secret); the
    * driver's endpoint when undefined.
@@ -275,16 +282,28 @@ export function validatePublish(
   const bucket = ctx[VOLUME_CONTEXT.bucketName];
   if (!bucket) {
     throw invalidArgument(
-      `Bucket name not provided: set volumeAttributes.bucketName on the PersistentVolume`,
+      `Bucket name not provided: set volumeAttributes.bucketName on the PersistentVolume (or the pod's inline csi volume)`,
     );
   }
   if (!BUCKET_REGEXP.test(bucket) || bucket.includes("..")) {
     throw invalidArgument(`Bucket name "${bucket.slice(0, 80)}" is not a valid S3 bucket name`);
   }
-  const auth = ctx[VOLUME_CONTEXT.authenticationSource] || "driver";
+  const ephemeral = ctx[VOLUME_CONTEXT.ephemeral] === "true";
+  const auth = ephemeral
+    ? inlineAuthenticationSource(ctx[VOLUME_CONTEXT.authenticationSource])
+    : ctx[VOLUME_CONTEXT.authenticationSource] || "driver";
   if (auth !== "driver" && auth !== "secret") {
     throw invalidArgument(
       `Unknown authenticationSource "${auth}": use "driver" (default) or "secret" (with nodePublishSecretRef)`,
+    );
+  }
+  // Whether the pod's Secret arrived is checked with the credentials (credentials.ts).
+  const inlineProblem = ephemeral ? inlineAuthenticationProblem(auth, true) : undefined;
+  if (inlineProblem) throw invalidArgument(inlineProblem);
+  const optionsAttribute = ctx[VOLUME_CONTEXT.mountOptions];
+  if (!ephemeral && optionsAttribute !== undefined) {
+    throw invalidArgument(
+      `Volume attribute "${VOLUME_CONTEXT.mountOptions}" is for inline volumes: set spec.mountOptions of the PersistentVolume instead`,
     );
   }
   const engine = ctx[VOLUME_CONTEXT.engine] || defaultEngine;
@@ -292,7 +311,10 @@ export function validatePublish(
     throw invalidArgument(`Unknown engine "${engine}": use one of ${ENGINES.join(", ")}`);
   }
   const mount = req.volumeCapability?.mount;
-  const options = parseMountOptions(mount?.mountFlags ?? []);
+  const options = parseMountOptions([
+    ...(mount?.mountFlags ?? []),
+    ...splitMountOptions(optionsAttribute),
+  ]);
   mergeContextOption(options, "prefix", ctx[VOLUME_CONTEXT.prefix]);
   mergeContextOption(options, "region", ctx[VOLUME_CONTEXT.region]);
   const endpoint = secretConnection(options, req.secrets);
@@ -314,7 +336,9 @@ export function validatePublish(
     if (!options.has("dir-mode")) options.set("dir-mode", FS_GROUP_DIR_MODE);
     if (!options.has("file-mode")) options.set("file-mode", FS_GROUP_FILE_MODE);
   }
-  const readOnlyVolume = readOnlyMode || options.has("read-only");
+  // An inline volume serves its pod alone: a read-only one is read-only at the source too.
+  const readOnlyVolume = readOnlyMode || options.has("read-only") ||
+    (ephemeral && req.readonly === true);
   if (readOnlyVolume) options.set("read-only", true);
   // The kernel mount always has allow_other (workloads run as any uid); permissions are then
   // checked by the kernel (default_permissions) against uid/gid/modes.
@@ -339,6 +363,7 @@ export function validatePublish(
     readOnlyVolume,
     readOnlyTarget: readOnlyVolume || req.readonly === true,
     authenticationSource: auth,
+    ephemeral,
     endpoint,
     engine: engine as Engine,
     cache,

@@ -107,6 +107,50 @@ Deno.test("validatePublish() takes the volume's endpoint and region from its Sec
   );
 });
 
+Deno.test("validatePublish(): an inline volume brings its options and needs the pod's Secret", () => {
+  const inline = (ctx: Record<string, string>, more: Partial<NodePublishVolumeRequest> = {}) =>
+    req({
+      volumeId: "csi-0123abcd",
+      targetPath: `${ROOT}/pods/uid-1/volumes/kubernetes.io~csi/data/mount`,
+      volumeCapability: { mount: {}, accessMode: { mode: "SINGLE_NODE_WRITER" } },
+      volumeContext: {
+        bucketName: "b-1",
+        "csi.storage.k8s.io/ephemeral": "true",
+        "csi.storage.k8s.io/pod.uid": "uid-1",
+        ...ctx,
+      },
+      ...more,
+    });
+  const p = validatePublish(
+    inline({ mountOptions: "allow-delete, region=eu-1,prefix=team/" }),
+    ROOT,
+  );
+  assert.equal(p.ephemeral, true);
+  assert.equal(p.authenticationSource, "secret", "the pod's own Secret by default");
+  assert.equal(p.volumeName, "data");
+  assert.deepEqual(
+    [p.options.has("allow-delete"), p.options.get("region"), p.options.get("prefix")],
+    [true, "eu-1", "team/"],
+  );
+  assert.equal(p.readOnlyVolume, false);
+  const ro = validatePublish(inline({}, { readonly: true }), ROOT);
+  assert.deepEqual([ro.readOnlyVolume, ro.readOnlyTarget], [true, true]);
+  assert.throws(
+    () => validatePublish(inline({ authenticationSource: "driver" }), ROOT),
+    /Inline volumes cannot use authenticationSource "driver"/,
+  );
+  assert.throws(
+    () => validatePublish(inline({ mountOptions: "allow-delete,rm -rf" }), ROOT),
+    (e: unknown) => e instanceof CsiError && e.code === 3,
+  );
+  // A PersistentVolume keeps its options in spec.mountOptions.
+  assert.throws(
+    () => validatePublish(req({ volumeContext: { bucketName: "b-1", mountOptions: "x" } }), ROOT),
+    /"mountOptions" is for inline volumes: set spec.mountOptions/,
+  );
+  assert.equal(validatePublish(req(), ROOT).ephemeral, false);
+});
+
 Deno.test("validatePublish() rejects bad requests with InvalidArgument", async (t) => {
   const cases: [string, Partial<NodePublishVolumeRequest>, RegExp][] = [
     ["no volume id", { volumeId: "" }, /Volume ID not provided/],
