@@ -35,6 +35,10 @@ export const VOLUME_CONTEXT = {
   mountOptions: "mountOptions",
   /** The workload Pod's UID, added by kubelet (`podInfoOnMount: true`). */
   podUID: "csi.storage.k8s.io/pod.uid",
+  /** The workload Pod's namespace, added by kubelet (`podInfoOnMount: true`). */
+  podNamespace: "csi.storage.k8s.io/pod.namespace",
+  /** The workload Pod's ServiceAccount, added by kubelet (`podInfoOnMount: true`). */
+  serviceAccountName: "csi.storage.k8s.io/serviceAccount.name",
   /** `"true"` for an inline volume (a pod's own `csi:` volume), added by kubelet. */
   ephemeral: "csi.storage.k8s.io/ephemeral",
   /**

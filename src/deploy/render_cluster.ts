@@ -69,6 +69,14 @@ export function renderCsiDriver(v: DeployValues): Manifest {
       volumeLifecycleModes: v.csiDriver.inlineVolumes
         ? ["Persistent", "Ephemeral"]
         : ["Persistent"],
+      ...(v.podIdentity.audience
+        ? {
+          tokenRequests: [{
+            audience: v.podIdentity.audience,
+            expirationSeconds: v.podIdentity.tokenExpirationSeconds,
+          }],
+        }
+        : {}),
     },
   };
 }

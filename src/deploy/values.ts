@@ -94,6 +94,17 @@ export interface DeployValues {
      */
     inlineVolumes: boolean;
   };
+  /**
+   * `authenticationSource: pod`: kubelet hands the node plugin a token of the workload's
+   * ServiceAccount for this audience (CSIDriver `tokenRequests`), exchanged with STS for the
+   * role's credentials. Empty audience: no tokens are requested (pod identity off).
+   */
+  podIdentity: {
+    /** The OIDC provider's client id (AWS: `sts.amazonaws.com`). */
+    audience: string;
+    /** Lifetime of the tokens kubelet requests (at least 600; kubelet renews at 80 %). */
+    tokenExpirationSeconds: number;
+  };
   /** Node plugin DaemonSet settings. */
   node: {
     /** Kubelet root directory on the hosts. */
@@ -205,6 +216,7 @@ export function defaultValues(): DeployValues {
       sessionToken: "session_token",
     },
     csiDriver: { fsGroupPolicy: "File", requiresRepublish: true, inlineVolumes: true },
+    podIdentity: { audience: "sts.amazonaws.com", tokenExpirationSeconds: 3600 },
     node: {
       kubeletPath: DEFAULT_KUBELET_ROOT,
       logLevel: "info",

@@ -44,6 +44,8 @@ export interface S3Credentials {
   readonly secretAccessKey: string;
   /** Session token of temporary credentials. */
   readonly sessionToken?: string;
+  /** When temporary credentials expire (epoch ms), when known. */
+  readonly expiresAt?: number;
 }
 
 function checkKeys(
@@ -72,7 +74,7 @@ function checkKeys(
  *   credentials)
  */
 export function resolveCredentials(
-  source: AuthenticationSource,
+  source: Exclude<AuthenticationSource, "pod">,
   secrets: Readonly<Record<string, string>> | null | undefined,
   driverEnv: (name: string) => string | undefined,
 ): S3Credentials {
@@ -132,6 +134,26 @@ export function resolveCredentials(
     secretAccessKey: secretAccessKey!,
     ...(sessionToken ? { sessionToken } : {}),
   };
+}
+
+/**
+ * With `authenticationSource: pod` the credentials come from STS (`pod_identity.ts`): the
+ * node-publish Secret may hold only the connection keys.
+ * @throws {CsiError} InvalidArgument
+ */
+export function refuseCredentialKeys(
+  secrets: Readonly<Record<string, string>> | null | undefined,
+): void {
+  const keys = Object.keys(secrets ?? {}).filter((k) => !CONNECTION_SECRET_KEYS.includes(k));
+  if (keys.length > 0) {
+    throw invalidArgument(
+      `The volume's node-publish Secret has keys ${
+        keys.sort().join(", ")
+      } but authenticationSource is "pod" (credentials of the workload's ServiceAccount): keep only ${
+        CONNECTION_SECRET_KEYS.join(" and ")
+      } in it, or use authenticationSource: secret`,
+    );
+  }
 }
 
 /** The shared-credentials file content. */

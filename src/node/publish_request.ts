@@ -79,6 +79,14 @@ export interface PublishParams {
   /** An inline (ephemeral) volume: the pod's own `csi:` volume, not a PersistentVolume. */
   readonly ephemeral: boolean;
   /**
+   * With `pod` authentication: kubelet's service account tokens (JSON, secret) and the workload's
+   * ServiceAccount (`namespace/name`).
+   */
+  readonly podIdentity: {
+    readonly serviceAccountTokens: string | undefined;
+    readonly serviceAccount: string;
+  } | undefined;
+  /**
    * The volume's own S3 endpoint (`scheme://host[:port]`, from its node-publish Secret); the
    * driver's endpoint when undefined.
    */
@@ -292,9 +300,9 @@ export function validatePublish(
   const auth = ephemeral
     ? inlineAuthenticationSource(ctx[VOLUME_CONTEXT.authenticationSource])
     : ctx[VOLUME_CONTEXT.authenticationSource] || "driver";
-  if (auth !== "driver" && auth !== "secret") {
+  if (auth !== "driver" && auth !== "secret" && auth !== "pod") {
     throw invalidArgument(
-      `Unknown authenticationSource "${auth}": use "driver" (default) or "secret" (with nodePublishSecretRef)`,
+      `Unknown authenticationSource "${auth}": use "driver" (default), "secret" (with nodePublishSecretRef) or "pod" (the workload's ServiceAccount)`,
     );
   }
   // Whether the pod's Secret arrived is checked with the credentials (credentials.ts).
@@ -349,6 +357,11 @@ export function validatePublish(
   const cache = applyCache(options, ctx);
   const problem = engineOptionsProblem(engine as Engine, options);
   if (problem) throw invalidArgument(problem);
+  if (auth === "pod" && engine === "rclone") {
+    throw invalidArgument(
+      `authenticationSource "pod" needs engine mount-s3: rclone reads credentials once and cannot follow their renewal`,
+    );
+  }
   // What the mounter will check once the FUSE mount exists, checked now.
   for (const arg of renderArgs(options)) {
     const problem = mountArgProblem(arg);
@@ -364,6 +377,14 @@ export function validatePublish(
     readOnlyTarget: readOnlyVolume || req.readonly === true,
     authenticationSource: auth,
     ephemeral,
+    podIdentity: auth === "pod"
+      ? {
+        serviceAccountTokens: ctx[VOLUME_CONTEXT.serviceAccountTokens],
+        serviceAccount: `${ctx[VOLUME_CONTEXT.podNamespace] ?? "?"}/${
+          ctx[VOLUME_CONTEXT.serviceAccountName] || "default"
+        }`,
+      }
+      : undefined,
     endpoint,
     engine: engine as Engine,
     cache,

@@ -210,6 +210,7 @@ for (const [variant, values] of Object.entries(VARIANTS)) {
       requiresRepublish: true,
       fsGroupPolicy: "File",
       volumeLifecycleModes: ["Persistent", "Ephemeral"],
+      tokenRequests: [{ audience: "sts.amazonaws.com", expirationSeconds: 3600 }],
     });
     // fsGroupPolicy File is safe only because kubelet delegates fsGroup to the driver.
     assert.ok(NODE_CAPABILITIES.includes("VOLUME_MOUNT_GROUP"), "File needs VOLUME_MOUNT_GROUP");
