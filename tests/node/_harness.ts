@@ -22,6 +22,7 @@ import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.
 import {
   type MountpointS3PodAttachment,
   s3paCrd,
+  type S3paSpec,
 } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import { API_VERSION } from "../../src/api/group_version.ts";
 import { connectCsi, type CsiClient } from "../../src/csi/client.ts";
@@ -287,8 +288,14 @@ export interface Harness extends AsyncDisposable {
   mountpointPod(name: string, options?: MpPodOptions): Promise<MpPod>;
   /** Restart the mounter of a pod (kubelet restarting the container). */
   restartMounter(pod: MpPod): Promise<void>;
-  /** Create or update the S3PA assigning `workloads` to `mpPod`. */
-  assign(pv: string, volumeId: string, mpPod: string, workloads: string[]): Promise<void>;
+  /** Create or update the S3PA assigning `workloads` to `mpPod` (`spec`: more key fields). */
+  assign(
+    pv: string,
+    volumeId: string,
+    mpPod: string,
+    workloads: string[],
+    spec?: Partial<S3paSpec>,
+  ): Promise<void>;
   /** Target path of a workload pod. */
   target(podUID: string, pv: string): string;
   /** A publish request. */
@@ -319,6 +326,8 @@ export interface HarnessOptions {
   readonly defaultEngine?: Engine;
   /** More environment of the node plugin (e.g. proxy variables). */
   readonly nodeEnv?: Record<string, string>;
+  /** With `s3: "rgw"`: the env of an RGW of the test's own (else the shared test RGW's). */
+  readonly rgwEnv?: Record<string, string>;
 }
 
 /** Start everything. */
@@ -327,7 +336,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const defaultEngine = defaultEngineOf(s3Choice, options.defaultEngine);
   let vgw: Server | undefined;
   if (s3Choice === "versitygw") vgw = await startVersitygw({ tls: options.tls === true });
-  const rgw = vgw ? vgw.env : rgwEnv()!;
+  const rgw = vgw ? vgw.env : options.rgwEnv ?? rgwEnv()!;
   const mounterEnv = defaultEngine === "mount-s3" ? mounterEnvWithEngine() : MOUNTER_ENV;
   const api = await startApiServer({ port: 0 });
   const kube = new RestKubeClient(
@@ -494,7 +503,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         },
       );
     },
-    async assign(pv, volumeId, mpPod, workloads) {
+    async assign(pv, volumeId, mpPod, workloads, more = {}) {
       const name = `s3pa-${pv}`;
       const spec = {
         nodeName: NODE,
@@ -503,6 +512,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         mountOptions: "",
         workloadFSGroup: "",
         authenticationSource: "driver" as const,
+        ...more,
         mountpointS3PodAttachments: {
           [mpPod]: workloads.map((w) => ({
             workloadPodUID: w,
