@@ -95,8 +95,8 @@ export const ALLOWED_OPTIONS: Readonly<Record<string, Allowed>> = {
 /** Options that are refused on purpose, with the reason shown to the user. */
 export const REFUSED_OPTIONS: Readonly<Record<string, string>> = {
   "endpoint-url":
-    "per-volume endpoints are not supported: the S3 endpoint is configured for the whole driver",
-  "profile": "AWS profiles are not supported: use authenticationSource driver or secret",
+    "a volume's own endpoint comes from its node-publish Secret (key endpoint), the driver's from its configuration",
+  "profile": "AWS profiles are not supported: use authenticationSource driver, secret or pod",
   "ca-bundle": "the CA bundle is configured for the whole driver",
   "user-agent-prefix": "the driver sets the user agent",
   "foreground": "the driver always runs the engine in the foreground",

@@ -22,7 +22,10 @@ Deno.test("parseMountOptions() accepts mount-s3 syntax variants and renders sort
 
 Deno.test("parseMountOptions() rejects with InvalidArgument naming the option", async (t) => {
   const cases: [string[], RegExp][] = [
-    [["endpoint-url=http://x"], /"endpoint-url=http:\/\/x" is not allowed: per-volume endpoints/],
+    [
+      ["endpoint-url=http://x"],
+      /"endpoint-url=http:\/\/x" is not allowed: a volume's own endpoint comes from its node-publish Secret \(key endpoint\)/,
+    ],
     [["--profile=p"], /"--profile=p" is not allowed: AWS profiles/],
     [["foreground"], /"foreground" is not allowed/],
     [["-o allow_other"], /"-o allow_other" is not allowed: FUSE -o/],

@@ -52,7 +52,8 @@ export const NODE_OPTIONS = {
   "s3-endpoint-url": {
     type: "string",
     env: "AWS_ENDPOINT_URL",
-    description: "S3 endpoint of every volume (e.g. https://s3.example.com); AWS when unset",
+    description:
+      "S3 endpoint of the volumes whose node-publish Secret names none (key endpoint), e.g. https://s3.example.com; AWS when unset",
   },
   "s3-region": {
     type: "string",

@@ -33,7 +33,8 @@ const CASES: Case[] = [
     name: "forbidden option endpoint-url",
     req: (b) => ({ ...b, ...cap(["endpoint-url=http://evil.example"]) }),
     code: Code.INVALID_ARGUMENT,
-    message: /"endpoint-url=http:\/\/evil.example" is not allowed: per-volume endpoints/,
+    message:
+      /"endpoint-url=http:\/\/evil.example" is not allowed: a volume's own endpoint comes from its node-publish Secret/,
   },
   {
     name: "forbidden FUSE -o option",
@@ -94,9 +95,10 @@ const CASES: Case[] = [
   },
   {
     name: "unknown authenticationSource",
-    req: (b) => ({ ...b, volumeContext: { ...b.volumeContext, authenticationSource: "pod" } }),
+    req: (b) => ({ ...b, volumeContext: { ...b.volumeContext, authenticationSource: "magic" } }),
     code: Code.INVALID_ARGUMENT,
-    message: /Unknown authenticationSource "pod"/,
+    message:
+      /Unknown authenticationSource "magic": use "driver" \(default\), "secret" \(with nodePublishSecretRef\) or "pod"/,
   },
   {
     name: "secret source without secrets (no fallback to driver keys)",

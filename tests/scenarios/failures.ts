@@ -106,7 +106,7 @@ export function failuresScenario(): Scenario {
           assert.match(ev.message!, /code = InvalidArgument/);
           assert.match(
             ev.message!,
-            /Mount option "endpoint-url=http:\/\/elsewhere\.example:9000" is not allowed: per-volume endpoints are not supported: the S3 endpoint is configured for the whole driver/,
+            /Mount option "endpoint-url=http:\/\/elsewhere\.example:9000" is not allowed: a volume's own endpoint comes from its node-publish Secret \(key endpoint\), the driver's from its configuration/,
           );
           const ev2 = await failedMount(e, vol2);
           assert.match(ev2.message!, /code = InvalidArgument/);
