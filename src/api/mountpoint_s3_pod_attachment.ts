@@ -35,10 +35,13 @@ export const S3PA_SHORT_NAME = "s3pa";
 /** Full CRD name. */
 export const S3PA_CRD_NAME = `${S3PA_PLURAL}.${GROUP}`;
 
-/** How the Mountpoint Pod authenticates to S3. */
-export type AuthenticationSource = "driver" | "secret";
+/**
+ * How the Mountpoint Pod authenticates to S3: the driver's keys, the volume's Secret, or the
+ * workload's ServiceAccount (`pod`: STS AssumeRoleWithWebIdentity with its projected token).
+ */
+export type AuthenticationSource = "driver" | "secret" | "pod";
 /** The authentication sources accepted in `spec.authenticationSource`. */
-export const AUTHENTICATION_SOURCES: readonly AuthenticationSource[] = ["driver", "secret"];
+export const AUTHENTICATION_SOURCES: readonly AuthenticationSource[] = ["driver", "secret", "pod"];
 
 /** One workload Pod using a Mountpoint Pod. */
 export interface WorkloadAttachment {
@@ -60,11 +63,23 @@ export interface S3paSpec {
   mountOptions: string;
   /** Workload `securityContext.fsGroup` as a decimal string, or `""`. */
   workloadFSGroup: string;
-  /** Authentication source of the volume (`driver` unless the PV says `secret`). */
+  /** Authentication source of the volume (`driver` unless the PV says otherwise). */
   authenticationSource: AuthenticationSource;
-  /** With `secret` authentication: namespace of the PV's `nodePublishSecretRef`. */
+  /** With `pod` authentication: the workloads' namespace. */
+  workloadNamespace?: string;
+  /** With `pod` authentication: the workloads' ServiceAccount. */
+  workloadServiceAccountName?: string;
+  /**
+   * With `pod` authentication: the role the Mountpoint Pod assumes (the volume's `roleArn`
+   * attribute, else the ServiceAccount's `s3.csi.scality.com/role-arn` annotation).
+   */
+  workloadServiceAccountIAMRoleARN?: string;
+  /**
+   * Namespace of the PV's `nodePublishSecretRef`, when it has one (always with `secret`
+   * authentication; with `driver`, a Secret holding only the volume's endpoint and region).
+   */
   secretNamespace?: string;
-  /** With `secret` authentication: name of the PV's `nodePublishSecretRef`. */
+  /** Name of the PV's `nodePublishSecretRef`, when it has one. */
   secretName?: string;
   /**
    * The volume's local cache when it has one (canonical, e.g. `emptyDir;sizeLimit=2Gi`): volumes
@@ -135,13 +150,28 @@ export const S3PA_SCHEMA = {
         authenticationSource: {
           ...str,
           enum: [...AUTHENTICATION_SOURCES],
-          description: "Where S3 credentials come from: driver or secret (nodePublishSecretRef).",
+          description:
+            "Where S3 credentials come from: driver, secret (nodePublishSecretRef) or pod (the workload's ServiceAccount).",
+        },
+        workloadNamespace: { ...str, description: "Namespace of the workloads (pod auth)." },
+        workloadServiceAccountName: {
+          ...str,
+          description: "ServiceAccount of the workloads (pod auth).",
+        },
+        workloadServiceAccountIAMRoleARN: {
+          ...str,
+          description: "Role assumed with the workloads' ServiceAccount token (pod auth).",
         },
         secretNamespace: {
           ...str,
-          description: "Namespace of the nodePublishSecretRef (secret auth).",
+          description:
+            "Namespace of the nodePublishSecretRef, when the volume has one (credentials, endpoint).",
         },
-        secretName: { ...str, description: "Name of the nodePublishSecretRef (secret auth)." },
+        secretName: {
+          ...str,
+          description:
+            "Name of the nodePublishSecretRef, when the volume has one (credentials, endpoint).",
+        },
         cache: {
           ...str,
           description:

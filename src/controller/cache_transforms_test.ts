@@ -26,7 +26,13 @@ const FULL: Pod = {
     volumes: [
       { name: "data", persistentVolumeClaim: { claimName: "c" } },
       { name: "cfg", configMap: { name: "x" } },
+      {
+        name: "inline",
+        csi: { driver: "s3.csi.scality.com", volumeAttributes: { bucketName: "b" } },
+      },
+      { name: "other-csi", csi: { driver: "ebs.csi.aws.com" } },
     ],
+    serviceAccountName: "app",
     securityContext: { fsGroup: 0, runAsUser: 1000 },
     tolerations: [{ key: "k" }],
   },
@@ -57,7 +63,14 @@ Deno.test("slimPod keeps exactly what the controller reads", () => {
     spec: {
       nodeName: "n1",
       containers: [],
-      volumes: [{ name: "data", persistentVolumeClaim: { claimName: "c" } }],
+      volumes: [
+        { name: "data", persistentVolumeClaim: { claimName: "c" } },
+        {
+          name: "inline",
+          csi: { driver: "s3.csi.scality.com", volumeAttributes: { bucketName: "b" } },
+        },
+      ],
+      serviceAccountName: "app",
       securityContext: { fsGroup: 0 },
     },
     status: {

@@ -28,7 +28,12 @@ import type { EventRecorder } from "../kube/event_recorder.ts";
 import type { Informer } from "../kube/informer.ts";
 import { PODS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
-import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
+import type {
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  ServiceAccount,
+} from "../kube/types.ts";
 import {
   ANNOTATION_BROKEN,
   ANNOTATION_NEEDS_UNMOUNT,
@@ -63,13 +68,19 @@ import { FreshView } from "./fresh_view.ts";
 import type { ControllerMetrics } from "./metrics.ts";
 import { keyOfAttachment, sharingKey, SharingKeyError, specOfKey } from "./sharing_key.ts";
 import type { ProcessResult } from "../util/work_queue.ts";
-import { claimKeys, type WorkloadVolume, workloadVolumes } from "./workload_volumes.ts";
+import {
+  claimKeys,
+  inlineVolumeOf,
+  type WorkloadVolume,
+  workloadVolumes,
+} from "./workload_volumes.ts";
 import { kubeTime } from "../kube/time.ts";
 
 /** Informer index names. */
 export const INDEX = {
   podUID: "uid",
   podClaim: "claim",
+  podServiceAccount: "serviceAccount",
   s3paWorkload: "workload",
   s3paMountpointPod: "mountpointPod",
   s3paKey: "sharingKey",
@@ -81,12 +92,17 @@ export interface ControllerCaches {
   readonly pvcs: Informer<PersistentVolumeClaim>;
   readonly pvs: Informer<PersistentVolume>;
   readonly s3pas: Informer<MountpointS3PodAttachment>;
+  /** Read for `authenticationSource: pod` (the role annotation). */
+  readonly serviceAccounts: Informer<ServiceAccount>;
 }
 
 /** Register the indexes the reconciler and cleaner use. Call before the informers run. */
 export function registerIndexes(c: ControllerCaches): void {
   c.pods.addIndex(INDEX.podUID, (p) => (p.metadata.uid ? [p.metadata.uid] : []));
   c.pods.addIndex(INDEX.podClaim, claimKeys);
+  c.pods.addIndex(INDEX.podServiceAccount, (p) => [
+    `${p.metadata.namespace}/${p.spec.serviceAccountName || "default"}`,
+  ]);
   c.s3pas.addIndex(INDEX.s3paWorkload, workloadUIDs);
   c.s3pas.addIndex(
     INDEX.s3paMountpointPod,
@@ -130,6 +146,10 @@ export class Reconciler {
     this.#s3pas = new FreshView(options.caches.s3pas);
     this.#pods = new FreshView(options.caches.pods);
   }
+
+  /** Annotations of a workload's ServiceAccount, from the cache. */
+  readonly #serviceAccount = (namespace: string, name: string) =>
+    this.#o.caches.serviceAccounts.get(`${namespace}/${name}`)?.metadata.annotations;
 
   get #ns(): string {
     return this.#o.podConfig.namespace;
@@ -205,7 +225,7 @@ export class Reconciler {
   }
 
   async #attach(pod: Pod, volume: WorkloadVolume): Promise<void> {
-    const key = sharingKey(pod, volume.pv, this.#o.podConfig.driverVersion);
+    const key = sharingKey(pod, volume.pv, this.#o.podConfig.driverVersion, this.#serviceAccount);
     const name = s3paName(key);
     const uid = pod.metadata.uid!;
     await this.#locks.run(name, async () => {
@@ -283,6 +303,7 @@ export class Reconciler {
     key: SharingKey,
     s3pa: MountpointS3PodAttachment | undefined,
   ): Pod[] {
+    if (!volume.pvc) return []; // an inline volume is its pod's alone
     const claim = `${pod.metadata.namespace}/${volume.pvc.metadata.name}`;
     const attached = new Set(s3pa ? workloadUIDs(s3pa) : []);
     const canonical = canonicalSharingKey(key);
@@ -293,7 +314,12 @@ export class Reconciler {
       if (!uid || uid === pod.metadata.uid || attached.has(uid)) continue;
       if (other.spec.nodeName !== pod.spec.nodeName || !isActiveWorkload(other)) continue;
       try {
-        const k = sharingKey(other, volume.pv, this.#o.podConfig.driverVersion);
+        const k = sharingKey(
+          other,
+          volume.pv,
+          this.#o.podConfig.driverVersion,
+          this.#serviceAccount,
+        );
         if (canonicalSharingKey(k) !== canonical) continue;
       } catch {
         continue; // its own reconcile reports the problem
@@ -454,13 +480,16 @@ export class Reconciler {
       return pod !== undefined && isActiveWorkload(pod);
     });
     if (active.length === 0 || this.#pods.get(`${this.#ns}/${name}`)) return;
-    const pv = this.#o.caches.pvs.get(s3pa.spec.persistentVolumeName);
+    const workload = this.#o.caches.pods.byIndex(INDEX.podUID, active[0]!.workloadPodUID)[0];
+    // An inline volume (found by its per-pod handle) before a PV of the same name.
+    const pv = (workload &&
+      inlineVolumeOf(workload, s3pa.spec.persistentVolumeName, s3pa.spec.volumeID)) ??
+      this.#o.caches.pvs.get(s3pa.spec.persistentVolumeName);
     if (!pv) return;
     this.#log.warn(
       "Mountpoint Pod {mountpointPod} is gone but serves {count} workloads: recreating it",
       { mountpointPod: name, count: active.length },
     );
-    const workload = this.#o.caches.pods.byIndex(INDEX.podUID, active[0]!.workloadPodUID)[0];
     await this.#createMountpointPod(
       name,
       s3pa.metadata.name!,

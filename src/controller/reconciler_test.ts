@@ -8,9 +8,14 @@ import {
   MemoryEventRecorder,
 } from "../kube/event_recorder.ts";
 import { ApiError } from "../kube/errors.ts";
-import { EVENTS, PODS, PVCS, PVS } from "../kube/resources.ts";
+import { EVENTS, PODS, PVCS, PVS, SERVICE_ACCOUNTS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
-import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
+import type {
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  ServiceAccount,
+} from "../kube/types.ts";
 import {
   ANNOTATION_BROKEN,
   ANNOTATION_NEEDS_UNMOUNT,
@@ -18,6 +23,7 @@ import {
   LABEL_DRIVER_VERSION,
 } from "../mppod/labels.ts";
 import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
+import { inlineVolumeHandle } from "../csi/inline_volume.ts";
 import { type ControllerMetrics, NO_METRICS } from "./metrics.ts";
 import { type ControllerCaches, Reconciler, registerIndexes } from "./reconciler.ts";
 
@@ -75,6 +81,26 @@ function workload(name: string, pvName: string, node = "node-1", fsGroup?: numbe
   };
 }
 
+/** A workload with an inline volume "data" of the driver (the pod's own Secret "s3-creds"). */
+function inlineWorkload(name: string, attrs: Record<string, string> = {}, secret = true): Pod {
+  return {
+    metadata: { name, namespace: "default" },
+    spec: {
+      nodeName: "node-1",
+      containers: [{ name: "app", image: "busybox" }],
+      volumes: [{
+        name: "data",
+        csi: {
+          driver: "s3.csi.scality.com",
+          volumeAttributes: { bucketName: "b", mountOptions: "allow-delete, prefix=a/", ...attrs },
+          ...(secret ? { nodePublishSecretRef: { name: "s3-creds" } } : {}),
+        },
+      }],
+    },
+    status: { phase: "Pending" },
+  };
+}
+
 interface Harness extends AsyncDisposable {
   client: FakeKubeClient;
   reconciler: Reconciler;
@@ -93,6 +119,7 @@ async function harness(
     pvcs: new Informer<PersistentVolumeClaim>(client, PVCS),
     pvs: new Informer<PersistentVolume>(client, PVS),
     s3pas: new Informer<MountpointS3PodAttachment>(client, S3PAS),
+    serviceAccounts: new Informer<ServiceAccount>(client, SERVICE_ACCOUNTS),
   };
   registerIndexes(caches);
   const recorder = new MemoryEventRecorder();
@@ -110,10 +137,13 @@ async function harness(
   // Settled = every informer's cache holds exactly what the fake API holds (same keys, same
   // resourceVersions): the watch events of every write so far were applied (and their handlers,
   // which run synchronously, have run). Checked after each turn of the event loop, never timed.
-  const pairs = [[caches.pods, PODS], [caches.pvcs, PVCS], [caches.pvs, PVS], [
-    caches.s3pas,
-    S3PAS,
-  ]] as const;
+  const pairs = [
+    [caches.pods, PODS],
+    [caches.pvcs, PVCS],
+    [caches.pvs, PVS],
+    [caches.s3pas, S3PAS],
+    [caches.serviceAccounts, SERVICE_ACCOUNTS],
+  ] as const;
   const inSync = () =>
     pairs.every(([informer, resource]) => {
       const want = client.objects(resource);
@@ -336,7 +366,7 @@ Deno.test("Reconciler: an unbound PVC and a bad attribute produce Events that sa
       csi: {
         driver: "s3.csi.scality.com",
         volumeHandle: "h",
-        volumeAttributes: { authenticationSource: "pod" },
+        volumeAttributes: { authenticationSource: "magic" },
       },
     }),
   );
@@ -348,9 +378,126 @@ Deno.test("Reconciler: an unbound PVC and a bad attribute produce Events that sa
   assert.ok(reasons.includes("default/b InvalidVolume"), reasons.join("; "));
   assert.match(
     h.recorder.events.find((e) => e.reason === "InvalidVolume")!.message,
-    /use "driver" or "secret"/,
+    /use "driver", "secret" or "pod"/,
   );
   assert.equal(mpPods(h).length, 0);
+});
+
+Deno.test("Reconciler: an inline volume gets its pod's own Mountpoint Pod, never shared", async () => {
+  await using h = await harness();
+  const a = await h.client.create(PODS, inlineWorkload("a"));
+  const b = await h.client.create(PODS, inlineWorkload("b"));
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 2, "identical inline volumes of two pods: two Mountpoint Pods");
+  const specOf = (uid: string) => {
+    const s3pa = s3pas(h).find((s) =>
+      Object.values(s.spec.mountpointS3PodAttachments).flat().some((w) => w.workloadPodUID === uid)
+    )!;
+    return { ...s3pa.spec, mountpointS3PodAttachments: undefined };
+  };
+  assert.deepEqual(specOf(a.metadata.uid!), {
+    nodeName: "node-1",
+    persistentVolumeName: "data",
+    volumeID: inlineVolumeHandle(a.metadata.uid!, "data"),
+    mountOptions: "allow-delete,prefix=a/",
+    workloadFSGroup: "",
+    authenticationSource: "secret",
+    secretNamespace: "default",
+    secretName: "s3-creds",
+    mountpointS3PodAttachments: undefined,
+  });
+  assert.equal(specOf(b.metadata.uid!).volumeID, inlineVolumeHandle(b.metadata.uid!, "data"));
+  // A Mountpoint Pod deleted by hand is recreated from the pod's inline volume, even when a
+  // PersistentVolume has the volume's name.
+  await h.client.create(PVS, pv("data"));
+  const mine = s3pas(h).find((s) =>
+    s.spec.volumeID === inlineVolumeHandle(a.metadata.uid!, "data")
+  )!;
+  const mp = Object.keys(mine.spec.mountpointS3PodAttachments)[0]!;
+  await h.client.delete(PODS, mp, "mount-s3");
+  await h.settle();
+  await h.reconciler.reconcile(`mount-s3/${mp}`);
+  await h.settle();
+  const again = mpPods(h).find((p) => p.metadata.name === mp);
+  assert.ok(again, "recreated");
+  assert.equal(
+    again.metadata.annotations?.["s3.csi.scality.com/volume-id"],
+    inlineVolumeHandle(a.metadata.uid!, "data"),
+  );
+  // The pod ends: its attachment goes, its Mountpoint Pod is told to unmount.
+  await h.client.patch(PODS, "a", "default", { status: { phase: "Succeeded" } });
+  await h.reconcileAll();
+  assert.equal(s3pas(h).length, 1);
+  assert.equal(
+    mpPods(h).find((p) => p.metadata.name === mp)?.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT],
+    "true",
+  );
+});
+
+Deno.test("Reconciler: pod identity: a Mountpoint Pod per ServiceAccount and role", async () => {
+  await using h = await harness();
+  const role = (name: string) => `arn:aws:iam:::role/${name}`;
+  await h.client.create(SERVICE_ACCOUNTS, {
+    metadata: {
+      name: "sa-a",
+      namespace: "default",
+      annotations: { "s3.csi.scality.com/role-arn": role("reader-a") },
+    },
+  });
+  await h.client.create(SERVICE_ACCOUNTS, { metadata: { name: "sa-b", namespace: "default" } });
+  const csi = (attrs: Record<string, string>) => ({
+    csi: {
+      driver: "s3.csi.scality.com",
+      volumeHandle: "h-pod",
+      volumeAttributes: { bucketName: "b", authenticationSource: "pod", ...attrs },
+    },
+  });
+  await h.client.create(PVS, pv("pv-pod", csi({})));
+  await h.client.create(PVCS, pvc("pv-pod"));
+  await h.client.create(PVS, pv("pv-pinned", csi({ roleArn: role("pinned") })));
+  await h.client.create(PVCS, pvc("pv-pinned"));
+  const as = (p: Pod, sa: string): Pod => ({ ...p, spec: { ...p.spec, serviceAccountName: sa } });
+  await h.client.create(PODS, as(workload("a1", "pv-pod"), "sa-a"));
+  await h.client.create(PODS, as(workload("a2", "pv-pod"), "sa-a"));
+  await h.client.create(PODS, as(workload("b1", "pv-pod"), "sa-b"));
+  await h.client.create(PODS, as(workload("b2", "pv-pinned"), "sa-b"));
+  await h.reconcileAll();
+  const specs = s3pas(h).map((s) => s.spec);
+  assert.deepEqual(
+    specs.map((s) => [
+      s.persistentVolumeName,
+      s.authenticationSource,
+      s.workloadNamespace,
+      s.workloadServiceAccountName,
+      s.workloadServiceAccountIAMRoleARN,
+      Object.values(s.mountpointS3PodAttachments).flat().length,
+    ]).sort(),
+    [
+      ["pv-pinned", "pod", "default", "sa-b", role("pinned"), 1],
+      ["pv-pod", "pod", "default", "sa-a", role("reader-a"), 2],
+    ],
+    "the two pods of sa-a share; the volume's roleArn wins over the (absent) annotation",
+  );
+  assert.equal(mpPods(h).length, 2);
+  const events = h.recorder.events.filter((e) => e.object === "default/b1");
+  assert.deepEqual(events.map((e) => e.reason), ["InvalidVolume"]);
+  assert.match(
+    events[0]!.message,
+    /uses authenticationSource=pod but no role is named: set the volume attribute roleArn, or annotate ServiceAccount default\/sa-b with s3.csi.scality.com\/role-arn/,
+  );
+  // Once sa-b names a role, b1 gets its own Mountpoint Pod (not sa-a's).
+  await h.client.patch(SERVICE_ACCOUNTS, "sa-b", "default", {
+    metadata: { annotations: { "s3.csi.scality.com/role-arn": role("reader-b") } },
+  });
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 3);
+  assert.equal(
+    s3pas(h).find((s) =>
+      s.spec.workloadServiceAccountName === "sa-b" && s.spec.persistentVolumeName === "pv-pod"
+    )
+      ?.spec.workloadServiceAccountIAMRoleARN,
+    role("reader-b"),
+  );
 });
 
 Deno.test("Reconciler: a pod of another driver is ignored", async () => {
@@ -447,6 +594,12 @@ Deno.test("Reconciler: every Event reason, each with a message that says what to
   );
   await h.client.create(PVCS, pvc("pv-badcpu"));
   await h.client.create(PODS, workload("w-badcpu", "pv-badcpu"));
+  // InvalidInlineVolume: driver credentials, or no Secret.
+  await h.client.create(
+    PODS,
+    inlineWorkload("w-inline-driver", { authenticationSource: "driver" }),
+  );
+  await h.client.create(PODS, inlineWorkload("w-inline-nosecret", {}, false));
   // MountpointPodCreateFailed: the API refuses the Mountpoint Pod.
   await h.client.create(PVS, pv("pv-refused"));
   await h.client.create(PVCS, pvc("pv-refused"));
@@ -481,6 +634,16 @@ Deno.test("Reconciler: every Event reason, each with a message that says what to
       /authenticationSource=secret but has no spec.csi.nodePublishSecretRef: add one/,
     ],
     ["w-badcpu", "InvalidVolume", /is not a Kubernetes quantity .*fix the PersistentVolume/],
+    [
+      "w-inline-driver",
+      "InvalidInlineVolume",
+      /Volume "data": Inline volumes cannot use authenticationSource "driver"/,
+    ],
+    [
+      "w-inline-nosecret",
+      "InvalidInlineVolume",
+      /Volume "data": Inline volume has no nodePublishSecretRef: name a Secret in the pod's namespace/,
+    ],
     [
       "w-refused",
       "MountpointPodCreateFailed",

@@ -22,20 +22,25 @@ import { ApiEventRecorder } from "../kube/event_recorder.ts";
 import { Informer } from "../kube/informer.ts";
 import { loadKubeConfig } from "../kube/kube_config.ts";
 import { leaderElectionProblem, LeaderElector } from "../kube/leader_election.ts";
-import { PODS, PVCS, PVS } from "../kube/resources.ts";
+import { PODS, PVCS, PVS, SERVICE_ACCOUNTS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { RestKubeClient } from "../kube/rest_client.ts";
 import { withSignal } from "../kube/signal_client.ts";
-import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
+import type {
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  ServiceAccount,
+} from "../kube/types.ts";
 import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
-import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../mppod/labels.ts";
+import { ANNOTATION_ROLE_ARN, COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../mppod/labels.ts";
 import { ConfigError, errorMessage } from "../util/errors.ts";
 import { startHealthServer } from "../util/health_server.ts";
 import { logger } from "../util/log.ts";
 import { aborted } from "../util/sleep.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
 import { type ControllerConfig, LEADER_LEASE_NAME } from "../options/controller_options.ts";
-import { slimPod, withoutManagedFields } from "./cache_transforms.ts";
+import { slimPod, slimServiceAccount, withoutManagedFields } from "./cache_transforms.ts";
 import { PromControllerMetrics } from "./prom_metrics.ts";
 import { type ControllerCaches, INDEX, Reconciler, registerIndexes } from "./reconciler.ts";
 import { StaleCleaner } from "./stale_cleaner.ts";
@@ -235,6 +240,9 @@ async function runReconciler(
     s3pas: new Informer<MountpointS3PodAttachment>(client, S3PAS, {
       transform: withoutManagedFields,
     }),
+    serviceAccounts: new Informer<ServiceAccount>(client, SERVICE_ACCOUNTS, {
+      transform: slimServiceAccount,
+    }),
   };
   registerIndexes(caches);
   const podConfig = mountpointPodConfig(config);
@@ -263,6 +271,15 @@ async function runReconciler(
     for (const p of caches.pods.byIndex(INDEX.podClaim, objectKey(c))) enqueuePod(p);
   };
   caches.pvcs.on({ add: enqueueClaimUsers, update: (_, c) => enqueueClaimUsers(c) });
+  // A role annotation added or changed: the account's pods are tried again (those waiting for
+  // it get their Mountpoint Pod; attached ones are left as they are).
+  const role = (sa: ServiceAccount | undefined) => sa?.metadata.annotations?.[ANNOTATION_ROLE_ARN];
+  caches.serviceAccounts.on({
+    update: (old, sa) => {
+      if (role(old) === role(sa)) return;
+      for (const p of caches.pods.byIndex(INDEX.podServiceAccount, objectKey(sa))) enqueuePod(p);
+    },
+  });
   caches.s3pas.on({
     delete: (s) => {
       // Someone deleted an attachment: re-check its workloads and Mountpoint Pods.

@@ -53,9 +53,71 @@ Deno.test("sharingKey(): keys without a cache keep their names (no cache in the 
   );
 });
 
+Deno.test("sharingKey(): volumes with different node-publish Secrets (endpoints) never share", () => {
+  const withRef = (name: string, attrs: Record<string, string> = {}): PersistentVolume => {
+    const v = pv(attrs);
+    return {
+      ...v,
+      spec: { ...v.spec, csi: { ...v.spec.csi!, nodePublishSecretRef: { name, namespace: "ns" } } },
+    };
+  };
+  // A Secret with only endpoint/region on a driver-credential volume is in the key too.
+  const siteA = sharingKey(POD, withRef("site-a"), "1.0.0");
+  const siteB = sharingKey(POD, withRef("site-b"), "1.0.0");
+  assert.deepEqual([siteA.authenticationSource, siteA.secretNamespace, siteA.secretName], [
+    "driver",
+    "ns",
+    "site-a",
+  ]);
+  const names = new Set([sharingKey(POD, pv({}), "1.0.0"), siteA, siteB].map(s3paName));
+  assert.equal(names.size, 3);
+  assert.equal(s3paName(sharingKey(POD, withRef("site-a"), "1.0.0")), s3paName(siteA));
+  assert.equal(
+    sharingKey(POD, withRef("s", { authenticationSource: "secret" }), "1.0.0").secretName,
+    "s",
+  );
+  assert.throws(
+    () => sharingKey(POD, pv({ authenticationSource: "secret" }), "1.0.0"),
+    /no spec.csi.nodePublishSecretRef/,
+  );
+});
+
 Deno.test("sharingKey(): bad cache attributes are a SharingKeyError naming the PV", () => {
   assert.throws(
     () => sharingKey(POD, pv({ cache: "ephemeral" }), "1.0.0"),
     (e: unknown) => e instanceof SharingKeyError && /PV "pv-1": .*needs both/.test(e.message),
+  );
+});
+
+Deno.test("sharingKey(): pod identity keys by namespace, ServiceAccount and role", () => {
+  const role = "arn:aws:iam::tenant:role/team/reader";
+  const podOf = (sa: string | undefined): Pod => ({
+    ...POD,
+    spec: { ...POD.spec, ...(sa ? { serviceAccountName: sa } : {}) },
+  });
+  const accounts = (ns: string, name: string) =>
+    ns === "default" && name === "app" ? { "s3.csi.scality.com/role-arn": role } : undefined;
+  const key = sharingKey(podOf("app"), pv({ authenticationSource: "pod" }), "1.0.0", accounts);
+  assert.deepEqual(
+    [key.workloadNamespace, key.workloadServiceAccountName, key.workloadServiceAccountIAMRoleARN],
+    ["default", "app", role],
+  );
+  assert.match(
+    canonicalSharingKey(key),
+    /"pod=\[\\"default\\",\\"app\\",\\"arn:aws:iam::tenant:role\/team\/reader\\"\]"\]$/,
+  );
+  // No ServiceAccount named: "default"; it has no annotation and the volume names no role.
+  assert.throws(
+    () => sharingKey(podOf(undefined), pv({ authenticationSource: "pod" }), "1.0.0", accounts),
+    /annotate ServiceAccount default\/default with s3.csi.scality.com\/role-arn/,
+  );
+  assert.throws(
+    () => sharingKey(podOf("app"), pv({ authenticationSource: "pod", roleArn: "reader" }), "1.0.0"),
+    /Role "reader" \(volume attribute roleArn of PV "pv-1"\) is not a role ARN/,
+  );
+  // Other sources carry no workload identity.
+  assert.equal(
+    sharingKey(podOf("app"), pv({}), "1.0.0", accounts).workloadServiceAccountName,
+    undefined,
   );
 });

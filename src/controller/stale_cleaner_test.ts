@@ -5,8 +5,13 @@ import { MemoryEventRecorder } from "../kube/event_recorder.ts";
 import { ApiError } from "../kube/errors.ts";
 import { FakeKubeClient } from "../kube/fake_client.ts";
 import { Informer } from "../kube/informer.ts";
-import { PODS, PVCS, PVS } from "../kube/resources.ts";
-import type { PersistentVolume, PersistentVolumeClaim, Pod } from "../kube/types.ts";
+import { PODS, PVCS, PVS, SERVICE_ACCOUNTS } from "../kube/resources.ts";
+import type {
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  ServiceAccount,
+} from "../kube/types.ts";
 import {
   ANNOTATION_NEEDS_UNMOUNT,
   COMPONENT_MOUNTPOINT_POD,
@@ -47,6 +52,7 @@ async function setup() {
     pvcs: new Informer<PersistentVolumeClaim>(client, PVCS),
     pvs: new Informer<PersistentVolume>(client, PVS),
     s3pas: new Informer<MountpointS3PodAttachment>(client, S3PAS),
+    serviceAccounts: new Informer<ServiceAccount>(client, SERVICE_ACCOUNTS),
   };
   registerIndexes(caches);
   let now = Date.now();
@@ -299,6 +305,7 @@ Deno.test("stale cleaner: run() passes every interval until aborted", async () =
     pvcs: new Informer<PersistentVolumeClaim>(client, PVCS),
     pvs: new Informer<PersistentVolume>(client, PVS),
     s3pas: new Informer<MountpointS3PodAttachment>(client, S3PAS),
+    serviceAccounts: new Informer<ServiceAccount>(client, SERVICE_ACCOUNTS),
   };
   registerIndexes(caches);
   let passes = 0;

@@ -52,7 +52,8 @@ export function renderCrd(v: DeployValues): Manifest {
 }
 
 /**
- * CSIDriver: no attach, pod info on mount, persistent volumes only
+ * CSIDriver: no attach, pod info on mount, persistent volumes and (unless
+ * `csiDriver.inlineVolumes` is false) inline ones
  * (https://kubernetes-csi.github.io/docs/csi-driver-object.html).
  */
 export function renderCsiDriver(v: DeployValues): Manifest {
@@ -65,7 +66,17 @@ export function renderCsiDriver(v: DeployValues): Manifest {
       podInfoOnMount: true,
       requiresRepublish: v.csiDriver.requiresRepublish,
       fsGroupPolicy: v.csiDriver.fsGroupPolicy,
-      volumeLifecycleModes: ["Persistent"],
+      volumeLifecycleModes: v.csiDriver.inlineVolumes
+        ? ["Persistent", "Ephemeral"]
+        : ["Persistent"],
+      ...(v.podIdentity.audience
+        ? {
+          tokenRequests: [{
+            audience: v.podIdentity.audience,
+            expirationSeconds: v.podIdentity.tokenExpirationSeconds,
+          }],
+        }
+        : {}),
     },
   };
 }

@@ -85,6 +85,9 @@ export function nodePluginEnv(v: DeployValues): EnvVar[] {
     optionEnv(SPECS, BINARY, "metrics-port", n.metricsPort),
     ...(v.s3.endpointUrl ? [optionEnv(SPECS, BINARY, "s3-endpoint-url", v.s3.endpointUrl)] : []),
     optionEnv(SPECS, BINARY, "s3-region", v.s3.region),
+    ...(v.podIdentity.audience
+      ? [optionEnv(SPECS, BINARY, "pod-identity-audience", v.podIdentity.audience)]
+      : []),
     optionEnv(SPECS, BINARY, "log-level", n.logLevel),
     ...proxyEnv(v),
     ...credentialEnv(v),

@@ -115,6 +115,14 @@ export const CONTROLLER_PERMISSIONS: readonly Permission[] = [
   },
   {
     group: "",
+    resource: "serviceaccounts",
+    verbs: ["list", "watch"],
+    scope: "cluster",
+    why:
+      "informer: the role annotation of workloads' ServiceAccounts (authenticationSource: pod); only that annotation is kept",
+  },
+  {
+    group: "",
     resource: "events",
     verbs: ["create", "patch"],
     scope: "cluster",

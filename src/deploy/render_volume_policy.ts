@@ -44,7 +44,12 @@ import {
   OPTION_MESSAGES,
   RCLONE_MESSAGES,
 } from "../mppod/volume_messages.ts";
-import { AUTHENTICATION_SOURCES, VOLUME_BUCKET_PATTERN } from "../csi/volume_context.ts";
+import {
+  AUTHENTICATION_SOURCES,
+  VOLUME_BUCKET_PATTERN,
+  VOLUME_CONTEXT,
+} from "../csi/volume_context.ts";
+import { fill } from "../util/message_template.ts";
 import { QUANTITY_PATTERN } from "../kube/quantity.ts";
 import {
   BASE_PREFIX_RULES,
@@ -521,6 +526,12 @@ function volumeVariables(defaultEngine: string, defaultCacheLimit: string): Vari
       } : ''`,
     },
     {
+      name: "inlineOnlyProblem",
+      expression: `${Q(VOLUME_CONTEXT.mountOptions)} in ${v("attrs")} ? ${
+        Q(fill(M.mountOptionsAttribute, { name: VOLUME_CONTEXT.mountOptions }))
+      } : ''`,
+    },
+    {
       name: "engineProblem",
       expression: `!(${inList(v("engine"), ENGINES)}) ? ${
         celFill(M.engineUnknown, { engine: v("engine"), engines: Q(ENGINES.join(", ")) })
@@ -541,10 +552,17 @@ function volumeVariables(defaultEngine: string, defaultCacheLimit: string): Vari
     },
     { name: "rcloneProblem", expression: rcloneProblem() },
     {
+      name: "podIdentityProblem",
+      expression: `${v("auth")} == 'pod' && ${v("engine")} == 'rclone' ? ${
+        Q(M.podNeedsMountS3)
+      } : ''`,
+    },
+    {
       name: "problem",
       expression: celFirst([
         "bucketProblem",
         "authProblem",
+        "inlineOnlyProblem",
         "engineProblem",
         "optionProblem",
         "prefixProblem",
@@ -552,6 +570,7 @@ function volumeVariables(defaultEngine: string, defaultCacheLimit: string): Vari
         "combinationProblem",
         "cacheProblem",
         "rcloneProblem",
+        "podIdentityProblem",
       ].map(v)),
     },
   ];

@@ -25,6 +25,7 @@ export const MANAGED_NODE_SETTINGS: ReadonlySet<keyof typeof NODE_OPTIONS | stri
   "metrics-port",
   "s3-endpoint-url",
   "s3-region",
+  "pod-identity-audience",
 ]);
 
 /** Controller settings the deployment sets itself. */

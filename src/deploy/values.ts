@@ -93,6 +93,23 @@ export interface DeployValues {
     fsGroupPolicy: "File" | "None" | "ReadWriteOnceWithFSType";
     /** Periodic NodePublishVolume (credential refresh), as upstream. */
     requiresRepublish: boolean;
+    /**
+     * CSI inline volumes (`volumeLifecycleModes: [Persistent, Ephemeral]`): pods may declare a
+     * bucket in their own `csi:` volume, read with their own Secret. The field is immutable: a
+     * change needs the CSIDriver deleted first (volumes already mounted are not affected).
+     */
+    inlineVolumes: boolean;
+  };
+  /**
+   * `authenticationSource: pod`: kubelet hands the node plugin a token of the workload's
+   * ServiceAccount for this audience (CSIDriver `tokenRequests`), exchanged with STS for the
+   * role's credentials. Empty audience: no tokens are requested (pod identity off).
+   */
+  podIdentity: {
+    /** The OIDC provider's client id (AWS: `sts.amazonaws.com`). */
+    audience: string;
+    /** Lifetime of the tokens kubelet requests (at least 600; kubelet renews at 80 %). */
+    tokenExpirationSeconds: number;
   };
   /** Node plugin DaemonSet settings. */
   node: {
@@ -251,7 +268,8 @@ export function defaultValues(): DeployValues {
       secretAccessKey: "secret_access_key",
       sessionToken: "session_token",
     },
-    csiDriver: { fsGroupPolicy: "File", requiresRepublish: true },
+    csiDriver: { fsGroupPolicy: "File", requiresRepublish: true, inlineVolumes: true },
+    podIdentity: { audience: "sts.amazonaws.com", tokenExpirationSeconds: 3600 },
     node: {
       kubeletPath: DEFAULT_KUBELET_ROOT,
       logLevel: "info",

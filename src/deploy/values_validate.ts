@@ -240,6 +240,14 @@ function semantic(v: DeployValues, problems: string[]): void {
   if (v.s3.endpointUrl !== "" && !/^https?:\/\/[^\s/]+(\/\S*)?$/.test(v.s3.endpointUrl)) {
     problems.push(`s3.endpointUrl: must be an http(s) URL or empty, got "${v.s3.endpointUrl}"`);
   }
+  if (
+    !Number.isInteger(v.podIdentity.tokenExpirationSeconds) ||
+    v.podIdentity.tokenExpirationSeconds < 600
+  ) {
+    problems.push(
+      `podIdentity.tokenExpirationSeconds: must be an integer of at least 600 (the API server's minimum), got ${v.podIdentity.tokenExpirationSeconds}`,
+    );
+  }
   oneOf(
     v.csiDriver.fsGroupPolicy,
     ["File", "None", "ReadWriteOnceWithFSType"],

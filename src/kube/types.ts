@@ -101,7 +101,14 @@ export interface PodVolume {
   persistentVolumeClaim?: { claimName: string; readOnly?: boolean };
   emptyDir?: { medium?: string; sizeLimit?: string };
   configMap?: { name: string; items?: { key: string; path: string }[] };
-  csi?: { driver: string; volumeAttributes?: Record<string, string>; readOnly?: boolean };
+  csi?: {
+    driver: string;
+    volumeAttributes?: Record<string, string>;
+    readOnly?: boolean;
+    fsType?: string;
+    /** Secret in the pod's own namespace. */
+    nodePublishSecretRef?: { name: string };
+  };
   [k: string]: unknown;
 }
 
@@ -162,6 +169,11 @@ export interface CsiPersistentVolumeSource {
   volumeAttributes?: Record<string, string>;
   nodePublishSecretRef?: { name: string; namespace: string };
   [k: string]: unknown;
+}
+
+/** A ServiceAccount (what the controller reads: its annotations). */
+export interface ServiceAccount extends KubeObject {
+  metadata: ObjectMeta;
 }
 
 /** A PersistentVolume. */

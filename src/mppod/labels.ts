@@ -78,3 +78,10 @@ export function isAnnotatedTrue(
 ): boolean {
   return annotations?.[key] === TRUE;
 }
+
+/**
+ * ServiceAccount annotation naming the role the workloads of that account assume with
+ * `authenticationSource: pod` (unless the volume's `roleArn` attribute names one).
+ * Writer: users. Reader: the controller (into the S3PA).
+ */
+export const ANNOTATION_ROLE_ARN = `${DRIVER_NAME}/role-arn`;

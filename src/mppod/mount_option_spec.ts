@@ -120,7 +120,7 @@ export const MOUNT_OPTION_SPECS: readonly MountOptionSpec[] = [
     status: "driver",
     what: "S3 endpoint",
     reason:
-      `the S3 endpoint is ${FOR_THE_DRIVER} (s3.endpointUrl); remove the option, or deploy another driver for another endpoint`,
+      `the S3 endpoint is ${FOR_THE_DRIVER} (s3.endpointUrl); a volume's own endpoint goes in its node-publish Secret (key endpoint)`,
   },
   {
     name: "force-path-style",
@@ -187,7 +187,7 @@ export const MOUNT_OPTION_SPECS: readonly MountOptionSpec[] = [
     status: "refused",
     what: "AWS profile of the credential files",
     reason:
-      "credentials come from the driver or from the volume's secret: use authenticationSource: secret with a nodePublishSecretRef",
+      "credentials come from the driver, the volume's secret or the workload's ServiceAccount: use authenticationSource: secret with a nodePublishSecretRef, or pod",
   },
   // Mount options.
   {

@@ -18,8 +18,9 @@ function digest(text: string, hexChars: number): string {
 
 /**
  * Canonical text of a sharing key: fixed field order, absent optionals as "". The cache is
- * appended only when the volume has one, so keys (and names) of volumes without a cache are
- * what they were before caches existed.
+ * appended only when the volume has one, and the workload identity (namespace, ServiceAccount,
+ * role) only with `pod` authentication, so keys (and names) of other volumes are what they were
+ * before caches and pod identity existed.
  */
 export function canonicalSharingKey(key: SharingKey): string {
   return JSON.stringify([
@@ -33,6 +34,17 @@ export function canonicalSharingKey(key: SharingKey): string {
     key.secretName ?? "",
     key.driverVersion,
     ...(key.cache ? [key.cache] : []),
+    ...(key.authenticationSource === "pod"
+      ? [
+        `pod=${
+          JSON.stringify([
+            key.workloadNamespace ?? "",
+            key.workloadServiceAccountName ?? "",
+            key.workloadServiceAccountIAMRoleARN ?? "",
+          ])
+        }`,
+      ]
+      : []),
   ]);
 }
 

@@ -23,10 +23,14 @@ export const OPTION_MESSAGES = {
 /** Volume attributes and their combination with options (`src/node/publish_request.ts`). */
 export const ATTRIBUTE_MESSAGES = {
   bucketMissing:
-    "Bucket name not provided: set volumeAttributes.bucketName on the PersistentVolume",
+    "Bucket name not provided: set volumeAttributes.bucketName on the PersistentVolume (or the pod's inline csi volume)",
   bucketInvalid: `Bucket name "{bucket}" is not a valid S3 bucket name`,
   authUnknown:
-    `Unknown authenticationSource "{auth}": use "driver" (default) or "secret" (with nodePublishSecretRef)`,
+    `Unknown authenticationSource "{auth}": use "driver" (default), "secret" (with nodePublishSecretRef) or "pod" (the workload's ServiceAccount)`,
+  mountOptionsAttribute:
+    `Volume attribute "{name}" is for inline volumes: set spec.mountOptions of the PersistentVolume instead`,
+  podNeedsMountS3:
+    `authenticationSource "pod" needs engine mount-s3: rclone reads credentials once and cannot follow their renewal`,
   engineUnknown: `Unknown engine "{engine}": use one of {engines}`,
   conflict:
     `Volume attribute "{name}" ("{value}") conflicts with mount option "{name}={option}"; set it in one place`,

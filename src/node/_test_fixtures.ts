@@ -8,7 +8,7 @@ import { API_VERSION } from "../api/group_version.ts";
 import { FakeKubeClient } from "../kube/fake_client.ts";
 import type { KubeObject } from "../kube/client.ts";
 import { PODS } from "../kube/resources.ts";
-import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
+import { S3PAS, type S3paSpec } from "../api/mountpoint_s3_pod_attachment.ts";
 import { CUSTODY_SOCK, hostCommDir, MOUNT_ERROR, MOUNT_SOCK } from "../mppod/paths.ts";
 import { ANNOTATION_MOUNT_PROTOCOLS } from "../mppod/mount_protocol.ts";
 import { type MountMessage, parseMountMessage } from "../mppod/mount_message.ts";
@@ -61,7 +61,13 @@ export interface World extends AsyncDisposable {
    * refuses what it gets (writes that `mount.error`).
    */
   restartMounter(name: string, options?: { refuse?: string }): void;
-  assign(pv: string, mpPod: string, workloads: string[]): Promise<void>;
+  /** An S3PA assigning `workloads` to `mpPod` for `pv` (`spec` adds or overrides key fields). */
+  assign(
+    pv: string,
+    mpPod: string,
+    workloads: string[],
+    spec?: Partial<S3paSpec>,
+  ): Promise<void>;
   target(uid: string, pv: string): string;
   /**
    * The common start: Mountpoint Pod `mp-1` running, PV `pv-1` assigned to it for workload
@@ -235,7 +241,7 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
       if (options.refuse === undefined) refusing.delete(name);
       else refusing.set(name, options.refuse);
     },
-    async assign(pv, mpPod, workloads) {
+    async assign(pv, mpPod, workloads, more = {}) {
       await kube.create(S3PAS, {
         apiVersion: API_VERSION,
         kind: "MountpointS3PodAttachment",
@@ -247,6 +253,7 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
           mountOptions: "",
           workloadFSGroup: "",
           authenticationSource: "driver",
+          ...more,
           mountpointS3PodAttachments: {
             [mpPod]: workloads.map((w) => ({
               workloadPodUID: w,

@@ -4,8 +4,10 @@
  * which kubelet resolves and sends as `secrets`).
  *
  * There is **no fallback** between the two (upstream silently uses driver credentials when a
- * `secret` volume arrives without secrets): `secret` without secrets, and secrets on a `driver`
- * volume, are both refused with a message that says what to fix.
+ * `secret` volume arrives without secrets): `secret` without secrets, and credential keys on a
+ * `driver` volume, are both refused with a message that says what to fix. The Secret's connection
+ * keys (`endpoint`, `region`: where the bucket is, see `publish_request.ts`) are not credentials
+ * and are accepted with either source.
  *
  * Credentials reach the engine as an AWS shared-credentials profile written into the Mountpoint
  * Pod's comm dir (files 0600, owned by the pod's user); only the file paths travel in the mount
@@ -16,7 +18,7 @@
  * @module
  */
 import { failedPrecondition, invalidArgument } from "../csi/errors.ts";
-import { SECRET_KEYS } from "../csi/secret_keys.ts";
+import { CONNECTION_SECRET_KEYS, SECRET_KEYS } from "../csi/secret_keys.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
 import { COMM_DIR, CREDENTIALS_DIR } from "../mppod/paths.ts";
 import { type DirHandle, UnsafeEntryError } from "../sys/files.ts";
@@ -47,6 +49,8 @@ export interface S3Credentials {
    * written into the Mountpoint Pod and the engine signs nothing.
    */
   readonly anonymous?: true;
+  /** When temporary credentials expire (epoch ms), when known. */
+  readonly expiresAt?: number;
 }
 
 function checkKeys(
@@ -77,16 +81,21 @@ function checkKeys(
  *   credentials)
  */
 export function resolveCredentials(
-  source: AuthenticationSource,
+  source: Exclude<AuthenticationSource, "pod">,
   secrets: Readonly<Record<string, string>> | null | undefined,
   driverEnv: (name: string) => string | undefined,
   unsigned = false,
 ): S3Credentials {
   const given = Object.keys(secrets ?? {});
+  const credentialKeys = given.filter((k) => !CONNECTION_SECRET_KEYS.includes(k));
   if (source === "driver") {
-    if (given.length > 0) {
+    if (credentialKeys.length > 0) {
       throw invalidArgument(
-        `The volume has node-publish secrets but authenticationSource is "driver": set volumeAttributes.authenticationSource: secret to use the Secret, or remove nodePublishSecretRef`,
+        `The volume's node-publish Secret has keys ${
+          credentialKeys.sort().join(", ")
+        } but authenticationSource is "driver": set volumeAttributes.authenticationSource: secret to use the Secret's credentials, or keep only ${
+          CONNECTION_SECRET_KEYS.join(" and ")
+        } in it`,
       );
     }
     // A public bucket (no-sign-request): the pod gets no keys, not even the driver's.
@@ -114,7 +123,7 @@ export function resolveCredentials(
   }
   if (given.length === 0) {
     throw invalidArgument(
-      `authenticationSource is "secret" but kubelet sent no node-publish secrets: set spec.csi.nodePublishSecretRef on the PersistentVolume (keys ${SECRET_KEYS.accessKeyId}, ${SECRET_KEYS.secretAccessKey}) and make sure the Secret exists`,
+      `authenticationSource is "secret" but kubelet sent no node-publish secrets: set spec.csi.nodePublishSecretRef on the PersistentVolume, or nodePublishSecretRef on the pod's inline csi volume (keys ${SECRET_KEYS.accessKeyId}, ${SECRET_KEYS.secretAccessKey}) and make sure the Secret exists`,
     );
   }
   const s = secrets ?? {};
@@ -135,6 +144,26 @@ export function resolveCredentials(
     secretAccessKey: secretAccessKey!,
     ...(sessionToken ? { sessionToken } : {}),
   };
+}
+
+/**
+ * With `authenticationSource: pod` the credentials come from STS (`pod_identity.ts`): the
+ * node-publish Secret may hold only the connection keys.
+ * @throws {CsiError} InvalidArgument
+ */
+export function refuseCredentialKeys(
+  secrets: Readonly<Record<string, string>> | null | undefined,
+): void {
+  const keys = Object.keys(secrets ?? {}).filter((k) => !CONNECTION_SECRET_KEYS.includes(k));
+  if (keys.length > 0) {
+    throw invalidArgument(
+      `The volume's node-publish Secret has keys ${
+        keys.sort().join(", ")
+      } but authenticationSource is "pod" (credentials of the workload's ServiceAccount): keep only ${
+        CONNECTION_SECRET_KEYS.join(" and ")
+      } in it, or use authenticationSource: secret`,
+    );
+  }
 }
 
 /** The shared-credentials file content. */

@@ -39,6 +39,21 @@ Deno.test("resolveCredentials() secret: from the node-publish Secret, never the 
   });
 });
 
+Deno.test("resolveCredentials() takes a Secret's endpoint and region as no credentials", () => {
+  const where = { endpoint: "https://s3.site-b.example", region: "site-b" };
+  assert.equal(resolveCredentials("driver", where, DRIVER).accessKeyId, "AKIADRIVER");
+  const c = resolveCredentials(
+    "secret",
+    { ...where, access_key_id: "AKIAVOL", secret_access_key: "vol-secret" },
+    DRIVER,
+  );
+  assert.deepEqual(c, { source: "secret", accessKeyId: "AKIAVOL", secretAccessKey: "vol-secret" });
+  assert.throws(
+    () => resolveCredentials("secret", where, DRIVER),
+    /Node-publish Secret: access key id is missing.*got keys: endpoint, region/,
+  );
+});
+
 Deno.test("resolveCredentials() refuses instead of falling back", async (t) => {
   const cases: [string, () => unknown, number, RegExp][] = [
     [
@@ -49,9 +64,9 @@ Deno.test("resolveCredentials() refuses instead of falling back", async (t) => {
     ],
     [
       "secrets on a driver volume",
-      () => resolveCredentials("driver", { access_key_id: "A" }, DRIVER),
+      () => resolveCredentials("driver", { access_key_id: "A", endpoint: "http://h" }, DRIVER),
       3,
-      /authenticationSource is "driver"/,
+      /Secret has keys access_key_id but authenticationSource is "driver".*keep only endpoint and region/,
     ],
     [
       "malformed secret key",

@@ -11,6 +11,7 @@
 import {
   type MountpointS3PodAttachment,
   S3PA_FIELDS,
+  type S3paSpec,
 } from "../api/mountpoint_s3_pod_attachment.ts";
 import { failedPrecondition } from "../csi/errors.ts";
 import type { KubeClient, KubeObject } from "../kube/client.ts";
@@ -200,11 +201,20 @@ export class MountpointPods {
 
   /** The Mountpoint Pod name assigned to a workload, if the cache has it. */
   findAssignment(q: AssignmentQuery): string | undefined {
+    return this.findAttachment(q)?.mountpointPod;
+  }
+
+  /** The S3PA that assigns a workload, and the Mountpoint Pod it assigns, if the cache has it. */
+  findAttachment(
+    q: AssignmentQuery,
+  ): { readonly mountpointPod: string; readonly spec: S3paSpec } | undefined {
     for (const s3pa of this.#s3pas.byIndex("workload", q.podUID)) {
       const spec = s3pa.spec;
       if (spec.persistentVolumeName !== q.volumeName || spec.volumeID !== q.volumeId) continue;
       for (const [mpPod, workloads] of Object.entries(spec.mountpointS3PodAttachments ?? {})) {
-        if (workloads.some((w) => w.workloadPodUID === q.podUID)) return mpPod;
+        if (workloads.some((w) => w.workloadPodUID === q.podUID)) {
+          return { mountpointPod: mpPod, spec };
+        }
       }
     }
     return undefined;

@@ -2,8 +2,9 @@
  * Validation of NodePublishVolume requests, before anything is touched: volume id, target path
  * (inside the kubelet dir, in the kubelet's CSI target shape), volume capability and access mode,
  * volume context (`bucketName`, `authenticationSource`, `engine`, `prefix`, `region`, the local
- * cache `cache*`) and the mount options (allow-list). The result is a {@link PublishParams} with
- * the driver's own options added.
+ * cache `cache*`), the mount options (allow-list) and the connection keys of the node-publish
+ * Secret (`endpoint`, `region`: the volume's own S3 endpoint, see {@link secretConnection}). The
+ * result is a {@link PublishParams} with the driver's own options added.
  *
  * Validation is complete: every rule the mounter and the engine apply to the options later is
  * applied here too (option combinations mount-s3 refuses, options rclone cannot honour, a cache
@@ -20,8 +21,15 @@ import type {
   VolumeCapability_AccessMode_Mode,
 } from "../csi/gen/csi_types.ts";
 import { invalidArgument } from "../csi/errors.ts";
+import { SECRET_KEYS } from "../csi/secret_keys.ts";
+import { EndpointUrlError, parseS3Endpoint } from "../s3/endpoint_url.ts";
 import { SUPPORTED_ACCESS_MODES } from "../csi/access_modes.ts";
 import { VOLUME_CONTEXT } from "../csi/volume_context.ts";
+import {
+  inlineAuthenticationProblem,
+  inlineAuthenticationSource,
+  splitMountOptions,
+} from "../csi/inline_volume.ts";
 import type { AuthenticationSource } from "../api/mountpoint_s3_pod_attachment.ts";
 import { DEFAULT_ENGINE, type Engine, ENGINES, mountArgProblem } from "../mppod/mount_message.ts";
 import {
@@ -78,6 +86,21 @@ export interface PublishParams {
   readonly readOnlyTarget: boolean;
   /** Where S3 credentials come from. */
   readonly authenticationSource: AuthenticationSource;
+  /** An inline (ephemeral) volume: the pod's own `csi:` volume, not a PersistentVolume. */
+  readonly ephemeral: boolean;
+  /**
+   * With `pod` authentication: kubelet's service account tokens (JSON, secret) and the workload's
+   * ServiceAccount (`namespace/name`).
+   */
+  readonly podIdentity: {
+    readonly serviceAccountTokens: string | undefined;
+    readonly serviceAccount: string;
+  } | undefined;
+  /**
+   * The volume's own S3 endpoint (`scheme://host[:port]`, from its node-publish Secret); the
+   * driver's endpoint when undefined.
+   */
+  readonly endpoint: string | undefined;
   /** The volume's engine (its `engine` attribute, else the node's default). */
   readonly engine: Engine;
   /** The volume's local cache (`--cache` points at the Mountpoint Pod's cache volume). */
@@ -157,6 +180,50 @@ function mergeContextOption(
   }
   const parsed = parseMountOptions([`${name}=${value}`]);
   options.set(name, parsed.get(name)!);
+}
+
+/**
+ * The connection keys of a node-publish Secret: `endpoint` (validated: http or https, a host, an
+ * optional port, nothing else) and `region` (merged into the options like the `region` attribute:
+ * set in two places, the values must agree). Returns the endpoint in normal form.
+ * @throws {CsiError} InvalidArgument
+ */
+export function secretConnection(
+  options: MountOptions,
+  secrets: Readonly<Record<string, string>> | null | undefined,
+): string | undefined {
+  const raw = secrets?.[SECRET_KEYS.endpoint];
+  let endpoint: string | undefined;
+  if (raw !== undefined) {
+    try {
+      endpoint = parseS3Endpoint(raw);
+    } catch (err) {
+      if (!(err instanceof EndpointUrlError)) throw err;
+      throw invalidArgument(`Node-publish Secret key "${SECRET_KEYS.endpoint}" ${err.message}`);
+    }
+  }
+  const region = secrets?.[SECRET_KEYS.region]?.trim();
+  if (region !== undefined) {
+    let parsed: MountOptions;
+    try {
+      parsed = parseMountOptions([`region=${region}`]);
+    } catch (err) {
+      throw invalidArgument(
+        `Node-publish Secret key "${SECRET_KEYS.region}" ("${
+          region.slice(0, 40)
+        }") is not a region name such as us-east-1`,
+        { cause: err },
+      );
+    }
+    const fromVolume = options.get("region");
+    if (fromVolume !== undefined && fromVolume !== parsed.get("region")) {
+      throw invalidArgument(
+        `Node-publish Secret key "${SECRET_KEYS.region}" ("${region}") conflicts with the volume's region "${fromVolume}" (attribute or mount option); set it in one place`,
+      );
+    }
+    options.set("region", parsed.get("region")!);
+  }
+  return endpoint;
 }
 
 /**
@@ -259,9 +326,21 @@ export function validatePublish(
       fill(ATTRIBUTE_MESSAGES.bucketInvalid, { bucket: firstChars(bucket, 80) }),
     );
   }
-  const auth = ctx[VOLUME_CONTEXT.authenticationSource] || "driver";
+  const ephemeral = ctx[VOLUME_CONTEXT.ephemeral] === "true";
+  const auth = ephemeral
+    ? inlineAuthenticationSource(ctx[VOLUME_CONTEXT.authenticationSource])
+    : ctx[VOLUME_CONTEXT.authenticationSource] || "driver";
   if (!(AUTHENTICATION_SOURCES as readonly string[]).includes(auth)) {
     throw invalidArgument(fill(ATTRIBUTE_MESSAGES.authUnknown, { auth }));
+  }
+  // Whether the pod's Secret arrived is checked with the credentials (credentials.ts).
+  const inlineProblem = ephemeral ? inlineAuthenticationProblem(auth, true) : undefined;
+  if (inlineProblem) throw invalidArgument(inlineProblem);
+  const optionsAttribute = ctx[VOLUME_CONTEXT.mountOptions];
+  if (!ephemeral && optionsAttribute !== undefined) {
+    throw invalidArgument(
+      fill(ATTRIBUTE_MESSAGES.mountOptionsAttribute, { name: VOLUME_CONTEXT.mountOptions }),
+    );
   }
   const engine = ctx[VOLUME_CONTEXT.engine] || defaultEngine;
   if (!ENGINES.includes(engine as Engine)) {
@@ -270,9 +349,13 @@ export function validatePublish(
     );
   }
   const mount = req.volumeCapability?.mount;
-  const options = parseMountOptions(mount?.mountFlags ?? []);
+  const options = parseMountOptions([
+    ...(mount?.mountFlags ?? []),
+    ...splitMountOptions(optionsAttribute),
+  ]);
   mergeContextOption(options, "prefix", ctx[VOLUME_CONTEXT.prefix]);
   mergeContextOption(options, "region", ctx[VOLUME_CONTEXT.region]);
+  const endpoint = secretConnection(options, req.secrets);
 
   let fsGroup: number | undefined;
   const group = mount?.volumeMountGroup;
@@ -296,7 +379,9 @@ export function validatePublish(
     if (!options.has("dir-mode")) options.set("dir-mode", FS_GROUP_DIR_MODE);
     if (!options.has("file-mode")) options.set("file-mode", FS_GROUP_FILE_MODE);
   }
-  const readOnlyVolume = readOnlyMode || options.has("read-only");
+  // An inline volume serves its pod alone: a read-only one is read-only at the source too.
+  const readOnlyVolume = readOnlyMode || options.has("read-only") ||
+    (ephemeral && req.readonly === true);
   if (readOnlyVolume) options.set("read-only", true);
   // The kernel mount always has allow_other (workloads run as any uid); permissions are then
   // checked by the kernel (default_permissions) against uid/gid/modes. The engine admits every
@@ -308,6 +393,9 @@ export function validatePublish(
   const cache = applyCache(options, ctx, cacheSizeLimit);
   const problem = engineOptionsProblem(engine as Engine, options);
   if (problem) throw invalidArgument(problem);
+  if (auth === "pod" && engine === "rclone") {
+    throw invalidArgument(ATTRIBUTE_MESSAGES.podNeedsMountS3);
+  }
   // What the mounter will check once the FUSE mount exists, checked now.
   for (const arg of renderArgs(options)) {
     const problem = mountArgProblem(arg);
@@ -322,6 +410,16 @@ export function validatePublish(
     readOnlyVolume,
     readOnlyTarget: readOnlyVolume || req.readonly === true,
     authenticationSource: auth as AuthenticationSource,
+    ephemeral,
+    podIdentity: auth === "pod"
+      ? {
+        serviceAccountTokens: ctx[VOLUME_CONTEXT.serviceAccountTokens],
+        serviceAccount: `${ctx[VOLUME_CONTEXT.podNamespace] ?? "?"}/${
+          ctx[VOLUME_CONTEXT.serviceAccountName] || "default"
+        }`,
+      }
+      : undefined,
+    endpoint,
     engine: engine as Engine,
     cache,
     fsGroup,

@@ -87,6 +87,71 @@ Deno.test("validatePublish() merges prefix and region from the volume context", 
   );
 });
 
+Deno.test("validatePublish() takes the volume's endpoint and region from its Secret", () => {
+  const p = validatePublish(
+    req({ secrets: { endpoint: "https://S3.Site-B.example:8443/", region: "site-b" } }),
+    ROOT,
+  );
+  assert.equal(p.endpoint, "https://s3.site-b.example:8443");
+  assert.equal(p.options.get("region"), "site-b");
+  assert.equal(validatePublish(req(), ROOT).endpoint, undefined);
+  // The same region in both places is fine; two different ones are a conflict.
+  const ctx = { bucketName: "b-1", region: "site-b" };
+  assert.equal(
+    validatePublish(req({ volumeContext: ctx, secrets: { region: "site-b" } }), ROOT).options
+      .get("region"),
+    "site-b",
+  );
+  assert.throws(
+    () => validatePublish(req({ volumeContext: ctx, secrets: { region: "site-c" } }), ROOT),
+    /Secret key "region" \("site-c"\) conflicts with the volume's region "site-b"/,
+  );
+});
+
+Deno.test("validatePublish(): an inline volume brings its options and needs the pod's Secret", () => {
+  const inline = (ctx: Record<string, string>, more: Partial<NodePublishVolumeRequest> = {}) =>
+    req({
+      volumeId: "csi-0123abcd",
+      targetPath: `${ROOT}/pods/uid-1/volumes/kubernetes.io~csi/data/mount`,
+      volumeCapability: { mount: {}, accessMode: { mode: "SINGLE_NODE_WRITER" } },
+      volumeContext: {
+        bucketName: "b-1",
+        "csi.storage.k8s.io/ephemeral": "true",
+        "csi.storage.k8s.io/pod.uid": "uid-1",
+        ...ctx,
+      },
+      ...more,
+    });
+  const p = validatePublish(
+    inline({ mountOptions: "allow-delete, region=eu-1,prefix=team/" }),
+    ROOT,
+  );
+  assert.equal(p.ephemeral, true);
+  assert.equal(p.authenticationSource, "secret", "the pod's own Secret by default");
+  assert.equal(p.volumeName, "data");
+  assert.deepEqual(
+    [p.options.has("allow-delete"), p.options.get("region"), p.options.get("prefix")],
+    [true, "eu-1", "team/"],
+  );
+  assert.equal(p.readOnlyVolume, false);
+  const ro = validatePublish(inline({}, { readonly: true }), ROOT);
+  assert.deepEqual([ro.readOnlyVolume, ro.readOnlyTarget], [true, true]);
+  assert.throws(
+    () => validatePublish(inline({ authenticationSource: "driver" }), ROOT),
+    /Inline volumes cannot use authenticationSource "driver"/,
+  );
+  assert.throws(
+    () => validatePublish(inline({ mountOptions: "allow-delete,rm -rf" }), ROOT),
+    (e: unknown) => e instanceof CsiError && e.code === 3,
+  );
+  // A PersistentVolume keeps its options in spec.mountOptions.
+  assert.throws(
+    () => validatePublish(req({ volumeContext: { bucketName: "b-1", mountOptions: "x" } }), ROOT),
+    /"mountOptions" is for inline volumes: set spec.mountOptions/,
+  );
+  assert.equal(validatePublish(req(), ROOT).ephemeral, false);
+});
+
 Deno.test("validatePublish() rejects bad requests with InvalidArgument", async (t) => {
   const cases: [string, Partial<NodePublishVolumeRequest>, RegExp][] = [
     ["no volume id", { volumeId: "" }, /Volume ID not provided/],
@@ -109,6 +174,26 @@ Deno.test("validatePublish() rejects bad requests with InvalidArgument", async (
       "pod uid mismatch",
       { volumeContext: { bucketName: "b-1", "csi.storage.k8s.io/pod.uid": "other" } },
       /does not match/,
+    ],
+    [
+      "endpoint with credentials",
+      { secrets: { endpoint: "https://AKIA:pw@s3.example.com" } },
+      /^Node-publish Secret key "endpoint" contains a user name or password/,
+    ],
+    [
+      "endpoint with a path",
+      { secrets: { endpoint: "https://s3.example.com/a" } },
+      /^Node-publish Secret key "endpoint" "https:\/\/s3.example.com\/a" has a path/,
+    ],
+    [
+      "endpoint scheme",
+      { secrets: { endpoint: "s3://bucket" } },
+      /key "endpoint" "s3:\/\/bucket" has scheme "s3": use http or https/,
+    ],
+    [
+      "secret region",
+      { secrets: { region: "Site B" } },
+      /key "region" \("Site B"\) is not a region/,
     ],
     [
       "bad fsGroup",

@@ -46,6 +46,7 @@ import { DRIVER_VERSION } from "../util/version.ts";
 import { openCommDir, readMountError, reportForLog, shortMessage } from "./comm_dir.ts";
 import {
   engineCredentialsEnv,
+  refuseCredentialKeys,
   removeCredentials,
   resolveCredentials,
   type S3Credentials,
@@ -54,6 +55,7 @@ import {
 import type { Custody } from "./custody.ts";
 import { handOver } from "./hand_over.ts";
 import { type HealthChecker, needsRepair } from "./health.ts";
+import type { PodIdentity } from "./pod_identity.ts";
 import { renderArgs } from "./mount_options.ts";
 import { type MountpointPod, type MountpointPods, podUser } from "./mountpoint_pods.ts";
 import type { PublishParams } from "./publish_request.ts";
@@ -125,6 +127,8 @@ export interface PublisherOptions {
   readonly readAheadKb: number;
   /** What a Mountpoint Pod must be before it gets credentials and a FUSE connection. */
   readonly mountpointPod: MountpointPodInvariants;
+  /** Credentials of `authenticationSource: pod` volumes; such volumes are refused without. */
+  readonly podIdentity?: PodIdentity | undefined;
   readonly timeouts?: Partial<PublishTimeouts>;
 }
 
@@ -185,13 +189,17 @@ export class Publisher {
     secrets: Readonly<Record<string, string>> | null | undefined,
     signal: AbortSignal = NEVER,
   ): Promise<PublishOutcome> {
-    // 1.
-    const creds = resolveCredentials(
-      p.authenticationSource,
-      secrets,
-      this.#o.env,
-      p.options.has("no-sign-request"),
-    );
+    // 1. (pod identity: from STS once the attachment names the role, see #podCredentials)
+    let creds: S3Credentials | undefined;
+    if (p.authenticationSource === "pod") refuseCredentialKeys(secrets);
+    else {
+      creds = resolveCredentials(
+        p.authenticationSource,
+        secrets,
+        this.#o.env,
+        p.options.has("no-sign-request"),
+      );
+    }
     // 2.
     const mine = new AbortController();
     const onCallAbort = () => mine.abort(signal.reason);
@@ -222,13 +230,14 @@ export class Publisher {
 
   async #publishLocked(
     p: PublishParams,
-    creds: S3Credentials,
+    creds: S3Credentials | undefined,
     signal: AbortSignal,
   ): Promise<PublishOutcome> {
     const { sys, pods } = this.#o;
     const before = await sys.readMountInfo();
     const existing = findMount(before, p.targetPath);
     if (existing && !(await this.#needsRepair(p.targetPath, existing, before, signal))) {
+      await this.#renewFromCache(p, signal);
       return "already-published";
     }
     // 3.
@@ -255,6 +264,7 @@ export class Publisher {
           srcMount && target.majorMinor === srcMount.majorMinor &&
           !(await this.#needsRepair(p.targetPath, target, mounts, signal))
         ) {
+          await this.#renewPodCredentials(p, mpName, pod, signal);
           return "already-published";
         }
         log.warn("Target {target} is mounted but broken or stale; remounting", {
@@ -269,9 +279,11 @@ export class Publisher {
       }
       let outcome: PublishOutcome = "bind";
       if (!srcMount) {
-        await this.#mountSource(p, creds, mpName, pod, source, signal);
+        const c = creds ?? await this.#podCredentials(p, mpName);
+        await this.#mountSource(p, c, mpName, pod, source, signal);
+        if (c.expiresAt !== undefined) this.#o.podIdentity?.written(mpName, c.expiresAt);
         outcome = "source-and-bind";
-      }
+      } else await this.#renewPodCredentials(p, mpName, pod, signal);
       // 6.
       signal.throwIfAborted();
       await this.#o.files.mkdir(p.targetPath, { recursive: true, mode: 0o750 });
@@ -569,6 +581,93 @@ export class Publisher {
     }
   }
 
+  /**
+   * Pod identity: temporary credentials for the role the workload's attachment names, in exchange
+   * for the token kubelet sent. @throws {CsiError}
+   */
+  async #podCredentials(p: PublishParams, mpName: string): Promise<S3Credentials> {
+    const identity = this.#o.podIdentity;
+    if (!identity || !p.podIdentity) {
+      throw failedPrecondition(
+        `authenticationSource "pod" is not enabled on this node plugin (it needs an STS client: see --pod-identity-audience)`,
+      );
+    }
+    const attachment = this.#o.pods.findAttachment({
+      podUID: p.podUID,
+      volumeName: p.volumeName,
+      volumeId: p.volumeId,
+    });
+    return await identity.credentials({
+      tokens: p.podIdentity.serviceAccountTokens,
+      podUID: p.podUID,
+      serviceAccount: p.podIdentity.serviceAccount,
+      roleArn: attachment?.mountpointPod === mpName
+        ? attachment.spec.workloadServiceAccountIAMRoleARN
+        : undefined,
+      s3Endpoint: p.endpoint ?? this.#o.endpoint,
+      region: String(p.options.get("region") ?? this.#o.region),
+    });
+  }
+
+  /**
+   * A republish of a mounted pod-identity volume: renew the Mountpoint Pod's credentials with the
+   * fresh token when they are due ({@link PodIdentity.due}); the mount is not touched (the engine
+   * reads the new credentials file). Runs under the Mountpoint Pod's lock. @throws {CsiError}
+   */
+  async #renewPodCredentials(
+    p: PublishParams,
+    mpName: string,
+    pod: MountpointPod,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const identity = this.#o.podIdentity;
+    if (p.authenticationSource !== "pod" || !identity?.due(mpName)) return;
+    const creds = await this.#podCredentials(p, mpName);
+    signal.throwIfAborted();
+    const uid = pod.metadata?.uid;
+    try {
+      const comm = uid ? await openCommDir(this.#o.files, this.#o.kubeletRoot, uid) : undefined;
+      if (!comm) return; // gone: the next mount writes credentials anyway
+      using _comm = comm;
+      await writeCredentials(comm, creds, podUser(pod));
+    } catch (err) {
+      if (err instanceof UnsafeEntryError) {
+        throw failedPrecondition(
+          `Mountpoint Pod ${mpName} tampered with its comm dir: ${err.message}`,
+        );
+      }
+      throw err;
+    }
+    identity.written(mpName, creds.expiresAt!);
+    log.info("Renewed the credentials of Mountpoint Pod {pod} (role of {account}) until {until}", {
+      pod: mpName,
+      account: p.podIdentity?.serviceAccount,
+      accessKeyId: creds.accessKeyId,
+      until: new Date(creds.expiresAt!).toISOString(),
+    });
+  }
+
+  /**
+   * {@link #renewPodCredentials} for a target found mounted before the API was asked: the
+   * Mountpoint Pod from the caches (nothing when they are not filled), under its lock.
+   */
+  async #renewFromCache(p: PublishParams, signal: AbortSignal): Promise<void> {
+    const { pods, podIdentity } = this.#o;
+    if (p.authenticationSource !== "pod" || !pods.synced) return;
+    const mpName = pods.findAssignment({
+      podUID: p.podUID,
+      volumeName: p.volumeName,
+      volumeId: p.volumeId,
+    });
+    const pod = mpName ? pods.pod(mpName) : undefined;
+    if (!mpName || !pod || !podIdentity?.due(mpName)) return;
+    await this.#o.locks.run(
+      mpName,
+      () => this.#renewPodCredentials(p, mpName, pod, signal),
+      signal,
+    );
+  }
+
   /** Step 5d: connect to the mounter (without following links) and send options + fd. */
   async #handOver(
     comm: DirHandle,
@@ -600,7 +699,7 @@ export class Publisher {
     const region = String(p.options.get("region") ?? this.#o.region);
     const result = await this.#o.probe!.probe({
       bucket: p.bucket,
-      endpoint: this.#o.endpoint,
+      endpoint: p.endpoint ?? this.#o.endpoint, // the volume's own (its Secret's), else the driver's
       region,
       forcePathStyle: true,
       accessKeyId: creds.accessKeyId,
@@ -611,7 +710,7 @@ export class Publisher {
       expectedBucketOwner: stringOption(p.options.get("expected-bucket-owner")),
     }, this.#t.probeMs);
     if (result.ok) return;
-    const endpoint = this.#o.endpoint ?? "AWS S3";
+    const endpoint = p.endpoint ?? this.#o.endpoint ?? "AWS S3";
     switch (result.reason) {
       case "no-such-bucket":
         throw failedPrecondition(
@@ -679,10 +778,11 @@ export class Publisher {
       const v = this.#o.env(k);
       return v ? [`${k}=${v}`] : [];
     });
+    const endpoint = p.endpoint ?? this.#o.endpoint; // the volume's own (its Secret's), else the driver's
     const env = [
       ...engineCredentialsEnv(creds),
       `AWS_REGION=${region}`,
-      ...(this.#o.endpoint ? [`AWS_ENDPOINT_URL=${this.#o.endpoint}`] : []),
+      ...(endpoint ? [`AWS_ENDPOINT_URL=${endpoint}`] : []),
       ...(attempts !== undefined ? [`AWS_MAX_ATTEMPTS=${attempts}`] : []),
       ...proxy,
     ].sort();

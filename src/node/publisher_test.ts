@@ -72,6 +72,29 @@ Deno.test("Publisher: first publish mounts the source, sends fd + options, binds
   assert.equal(findMount(w.sys.mounts, ta), undefined);
 });
 
+Deno.test("Publisher: a volume's own endpoint (its Secret's) reaches the bucket check and the engine", async () => {
+  const probed: ProbeTarget[] = [];
+  const probe = {
+    probe: (t: ProbeTarget) => (probed.push(t), Promise.resolve({ ok: true as const })),
+  };
+  await using w = await world({ probe });
+  await w.addMountpointPod("mp-1");
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const secrets = { endpoint: "https://s3.site-b.example", region: "site-b" };
+  const p = validatePublish(req(w.target("uid-a", "pv-1"), { secrets }), ROOT);
+  assert.equal(await w.publisher.publish(p, secrets), "source-and-bind");
+  assert.deepEqual(
+    probed.map((t) => [t.endpoint, t.region, t.accessKeyId]),
+    [["https://s3.site-b.example", "site-b", "AKIATEST"]],
+  );
+  await until(() => w.received.get("mp-1")?.length);
+  const env = w.received.get("mp-1")![0]!.env;
+  assert.ok(env.includes("AWS_ENDPOINT_URL=https://s3.site-b.example"), env.join(" "));
+  assert.ok(env.includes("AWS_REGION=site-b"));
+  assert.ok(!env.some((e) => e.includes("s3.local")), "not the driver's endpoint");
+  assert.ok(w.received.get("mp-1")![0]!.args.includes("--region=site-b"));
+});
+
 Deno.test("Publisher: waits for the assignment and the Running pod by watching", async () => {
   await using w = await world({ timeouts: { attachmentMs: 2000, podRunningMs: 2000 } });
   const t = w.target("uid-a", "pv-1");

@@ -20,6 +20,9 @@ import { loadKubeConfig } from "../kube/kube_config.ts";
 import { RestKubeClient } from "../kube/rest_client.ts";
 import { AwsBucketProbe } from "../s3/bucket_probe.ts";
 import { readCaBundle } from "../s3/ca_bundle.ts";
+import { parseS3Endpoint } from "../s3/endpoint_url.ts";
+import { HttpStsClient } from "../s3/sts.ts";
+import { PodIdentity } from "./pod_identity.ts";
 import { RealFiles } from "../sys/files.ts";
 import { RealSys } from "../sys/sys.ts";
 import type { Engine } from "../mppod/mount_message.ts";
@@ -76,6 +79,16 @@ export async function runNode(
   const caBundlePem = await readCaBundle(config["s3-ca-bundle"]);
   const probe = config["bucket-check"] ? new AwsBucketProbe({ caBundlePem }) : undefined;
   probe?.warm().catch(() => {});
+  const podIdentity = new PodIdentity({
+    sts: new HttpStsClient({ caBundlePem }),
+    audience: config["pod-identity-audience"],
+    stsEndpoint: config["sts-endpoint-url"]
+      ? parseS3Endpoint(config["sts-endpoint-url"])
+      : undefined,
+    sessionSeconds: Math.round(config["pod-identity-session"] / 1000),
+    renewBeforeMs: config["pod-identity-renew-before"],
+    timeoutMs: 10_000,
+  });
   const publisher = new Publisher({
     sys,
     files,
@@ -94,6 +107,7 @@ export async function runNode(
       command: config["mountpoint-command"],
       uid: config["mountpoint-uid"],
     }),
+    podIdentity,
     timeouts: {
       attachmentMs: config["attachment-timeout"],
       podRunningMs: config["attachment-timeout"],

@@ -10,6 +10,7 @@ import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../mppod/labels.ts";
 import { DEFAULT_KUBELET_ROOT } from "../mppod/paths.ts";
 import { DEFAULT_ENGINE, ENGINES } from "../mppod/mount_message.ts";
 import { MOUNTPOINT_POD_OPTIONS } from "./mountpoint_pod_options.ts";
+import { EndpointUrlError, parseS3Endpoint } from "../s3/endpoint_url.ts";
 
 function absolutePath(value: string): string | undefined {
   return value.startsWith("/") ? undefined : `must be an absolute path, got "${value}"`;
@@ -53,7 +54,8 @@ export const NODE_OPTIONS = {
   "s3-endpoint-url": {
     type: "string",
     env: "AWS_ENDPOINT_URL",
-    description: "S3 endpoint of every volume (e.g. https://s3.example.com); AWS when unset",
+    description:
+      "S3 endpoint of the volumes whose node-publish Secret names none (key endpoint), e.g. https://s3.example.com; AWS when unset",
   },
   "s3-region": {
     type: "string",
@@ -67,6 +69,43 @@ export const NODE_OPTIONS = {
     default: "",
     description:
       "PEM file of extra CA certificates trusted for the S3 endpoint by the bucket check (the engines get the Mountpoint Pod's own CA)",
+  },
+  "pod-identity-audience": {
+    type: "string",
+    env: "POD_IDENTITY_AUDIENCE",
+    default: "sts.amazonaws.com",
+    description:
+      "authenticationSource pod: audience of the CSIDriver's tokenRequests whose ServiceAccount token is exchanged with STS (the OIDC provider's client id)",
+  },
+  "sts-endpoint-url": {
+    type: "string",
+    env: "AWS_ENDPOINT_URL_STS",
+    default: "",
+    description:
+      "authenticationSource pod: STS endpoint (e.g. https://s3.example.com for Ceph RGW); empty: the volume's S3 endpoint, else AWS STS of the region",
+    validate: (v: string) => {
+      if (v === "") return undefined;
+      try {
+        parseS3Endpoint(v);
+        return undefined;
+      } catch (err) {
+        return err instanceof EndpointUrlError ? err.message : String(err);
+      }
+    },
+  },
+  "pod-identity-session": {
+    type: "duration",
+    default: 3_600_000,
+    description:
+      "authenticationSource pod: lifetime asked for the temporary credentials (STS allows 15 min to 12 h; mount-s3 rereads them at least every 15 min)",
+    validate: (ms: number) =>
+      ms < 900_000 || ms > 43_200_000 ? "must be between 15m and 12h" : undefined,
+  },
+  "pod-identity-renew-before": {
+    type: "duration",
+    default: 1_800_000,
+    description:
+      "authenticationSource pod: a republish renews the credentials once less than this is left (more than 15 min, so that mount-s3 sees the new ones in time)",
   },
   "default-engine": {
     type: "string",

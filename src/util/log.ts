@@ -51,7 +51,7 @@ export const LOG_OPTIONS = {
 export { REDACTED, redactUrlCredentials };
 
 const SECRET_KEY_REGEXP =
-  /^(secrets?|password|passwd|token|bearer|authorization|session_?token|secret_?access_?key|aws_secret_access_key|aws_session_token|access_?key_?secret|credentials?)$/i;
+  /^(secrets?|password|passwd|token|bearer|authorization|session_?token|secret_?access_?key|aws_secret_access_key|aws_session_token|access_?key_?secret|credentials?|csi\.storage\.k8s\.io\/serviceAccount\.tokens|serviceAccountTokens)$/i;
 
 /** True when a property or map key names a credential whose value must never be logged. */
 export function isSecretKey(key: string): boolean {

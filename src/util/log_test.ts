@@ -38,11 +38,21 @@ Deno.test("isSecretKey() matches credential names, not ordinary ones", () => {
       "token",
       "AWS_SECRET_ACCESS_KEY",
       "aws_session_token",
+      // kubelet's service account tokens in a volume context (tokenRequests)
+      "csi.storage.k8s.io/serviceAccount.tokens",
     ]
   ) {
     assert.ok(isSecretKey(k), k);
   }
-  for (const k of ["volumeId", "bucketName", "secretName", "tokenRequests"]) {
+  for (
+    const k of [
+      "volumeId",
+      "bucketName",
+      "secretName",
+      "tokenRequests",
+      "csi.storage.k8s.io/serviceAccount.name",
+    ]
+  ) {
     assert.ok(!isSecretKey(k), k);
   }
 });

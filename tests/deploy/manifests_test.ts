@@ -209,7 +209,8 @@ for (const [variant, values] of Object.entries(VARIANTS)) {
       podInfoOnMount: true,
       requiresRepublish: true,
       fsGroupPolicy: "File",
-      volumeLifecycleModes: ["Persistent"],
+      volumeLifecycleModes: ["Persistent", "Ephemeral"],
+      tokenRequests: [{ audience: "sts.amazonaws.com", expirationSeconds: 3600 }],
     });
     // fsGroupPolicy File is safe only because kubelet delegates fsGroup to the driver.
     assert.ok(NODE_CAPABILITIES.includes("VOLUME_MOUNT_GROUP"), "File needs VOLUME_MOUNT_GROUP");

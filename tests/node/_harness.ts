@@ -22,6 +22,7 @@ import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.
 import {
   type MountpointS3PodAttachment,
   s3paCrd,
+  type S3paSpec,
 } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import { API_VERSION } from "../../src/api/group_version.ts";
 import { connectCsi, type CsiClient } from "../../src/csi/client.ts";
@@ -361,8 +362,14 @@ export interface Harness extends AsyncDisposable {
   mountpointPod(name: string, options?: MpPodOptions): Promise<MpPod>;
   /** Restart the mounter of a pod (kubelet restarting the container). */
   restartMounter(pod: MpPod): Promise<void>;
-  /** Create or update the S3PA assigning `workloads` to `mpPod`. */
-  assign(pv: string, volumeId: string, mpPod: string, workloads: string[]): Promise<void>;
+  /** Create or update the S3PA assigning `workloads` to `mpPod` (`spec`: more key fields). */
+  assign(
+    pv: string,
+    volumeId: string,
+    mpPod: string,
+    workloads: string[],
+    spec?: Partial<S3paSpec>,
+  ): Promise<void>;
   /** Target path of a workload pod. */
   target(podUID: string, pv: string): string;
   /** A publish request. */
@@ -393,6 +400,8 @@ export interface HarnessOptions {
   readonly defaultEngine?: Engine;
   /** More environment of the node plugin (e.g. proxy variables). */
   readonly nodeEnv?: Record<string, string>;
+  /** With `s3: "rgw"`: the env of an RGW of the test's own (else the shared test RGW's). */
+  readonly rgwEnv?: Record<string, string>;
 }
 
 /** Start everything. */
@@ -401,7 +410,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const defaultEngine = defaultEngineOf(s3Choice, options.defaultEngine);
   let vgw: Server | undefined;
   if (s3Choice === "versitygw") vgw = await startVersitygw({ tls: options.tls === true });
-  const rgw = vgw ? vgw.env : rgwEnv()!;
+  const rgw = vgw ? vgw.env : options.rgwEnv ?? rgwEnv()!;
   const mounterEnv = mounterEnvWithEngine(defaultEngine !== "mount-s3");
   const api = await startApiServer({ port: 0 });
   const kube = new RestKubeClient(
@@ -575,7 +584,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         { timeoutMs: 60_000 },
       );
     },
-    async assign(pv, volumeId, mpPod, workloads) {
+    async assign(pv, volumeId, mpPod, workloads, more = {}) {
       const name = `s3pa-${pv}`;
       const spec = {
         nodeName: NODE,
@@ -584,6 +593,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         mountOptions: "",
         workloadFSGroup: "",
         authenticationSource: "driver" as const,
+        ...more,
         mountpointS3PodAttachments: {
           [mpPod]: workloads.map((w) => ({
             workloadPodUID: w,

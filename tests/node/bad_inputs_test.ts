@@ -34,7 +34,7 @@ const CASES: Case[] = [
     req: (b) => ({ ...b, ...cap(["endpoint-url=http://evil.example"]) }),
     code: Code.INVALID_ARGUMENT,
     message:
-      /"endpoint-url=http:\/\/evil.example" is not allowed: the S3 endpoint is set for the whole driver/,
+      /"endpoint-url=http:\/\/evil.example" is not allowed: the S3 endpoint is set for the whole driver.*node-publish Secret \(key endpoint\)/,
   },
   {
     name: "forbidden FUSE -o option",
@@ -95,9 +95,10 @@ const CASES: Case[] = [
   },
   {
     name: "unknown authenticationSource",
-    req: (b) => ({ ...b, volumeContext: { ...b.volumeContext, authenticationSource: "pod" } }),
+    req: (b) => ({ ...b, volumeContext: { ...b.volumeContext, authenticationSource: "magic" } }),
     code: Code.INVALID_ARGUMENT,
-    message: /Unknown authenticationSource "pod"/,
+    message:
+      /Unknown authenticationSource "magic": use "driver" \(default\), "secret" \(with nodePublishSecretRef\) or "pod"/,
   },
   {
     name: "secret source without secrets (no fallback to driver keys)",
@@ -119,7 +120,8 @@ const CASES: Case[] = [
     name: "secrets on a driver-credential volume",
     req: (b) => ({ ...b, secrets: { access_key_id: "AKIA", secret_access_key: "s" } }),
     code: Code.INVALID_ARGUMENT,
-    message: /has node-publish secrets but authenticationSource is "driver"/,
+    message:
+      /Secret has keys access_key_id, secret_access_key but authenticationSource is "driver"/,
   },
   {
     name: "fsGroup conflicting with gid option",

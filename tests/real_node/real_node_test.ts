@@ -47,6 +47,7 @@ import { FS_GROUP } from "../scenarios/fs_group.ts";
 import { READ_ONLY } from "../scenarios/read_only.ts";
 import { MULTI_VOLUME } from "../scenarios/multi_volume.ts";
 import { SECRETS_PER_VOLUME } from "../scenarios/secrets.ts";
+import { INLINE_VOLUMES } from "../scenarios/inline_volumes.ts";
 import { failuresScenario } from "../scenarios/failures.ts";
 import { TEARDOWN } from "../scenarios/teardown.ts";
 import {
@@ -70,6 +71,7 @@ import {
 } from "./_node_only.ts";
 import { engineCache } from "./_cache.ts";
 import { engineCrash } from "./_engine_crash.ts";
+import { perVolumeEndpoint } from "./_endpoints.ts";
 
 interface CsiDriverLike extends KubeObject {
   spec?: { attachRequired?: boolean; fsGroupPolicy?: string; requiresRepublish?: boolean };
@@ -194,11 +196,16 @@ for (
     READ_ONLY,
     MULTI_VOLUME,
     SECRETS_PER_VOLUME,
+    INLINE_VOLUMES,
     failuresScenario(),
     TEARDOWN,
   ]
 ) realNodeScenario(s);
 
+realNodeTest(
+  "real node: per-volume endpoints: two S3 servers at once",
+  (tier, t) => perVolumeEndpoint(tier, stepsOf(t)),
+);
 realNodeTest(
   "real node: the Mountpoint container runs as uid 1000 without capabilities",
   (tier, t) => mountpointIdentity(tier, stepsOf(t)),

@@ -65,12 +65,19 @@ export interface Scenario {
   run(e: ScenarioCluster, step: Step): Promise<void>;
 }
 
-/** A volume of {@link ScenarioCluster.pod}. */
-export interface PodVolume {
-  readonly claim: string;
+/** A volume of {@link ScenarioCluster.pod}: a claim, or an inline `csi:` volume of the driver. */
+export type PodVolume = {
   readonly mountPath: string;
-  /** `persistentVolumeClaim.readOnly` (and the mount's `readOnly`). */
+  /** `persistentVolumeClaim.readOnly` / `csi.readOnly` (and the mount's `readOnly`). */
   readonly readOnly?: boolean;
+} & ({ readonly claim: string } | { readonly inline: InlineVolume });
+
+/** An inline (ephemeral) volume of the driver in a pod's spec. */
+export interface InlineVolume {
+  /** `volumeAttributes` (`bucketName`, `mountOptions`, …). */
+  readonly attributes: Record<string, string>;
+  /** `nodePublishSecretRef.name` (a Secret in the pod's namespace). */
+  readonly secret?: string;
 }
 
 /** Settings of {@link ScenarioCluster.pod}. */
@@ -295,12 +302,25 @@ export abstract class ScenarioCluster {
     return (r.Contents ?? []).map((o) => o.Key!).sort();
   }
 
-  /** A Secret in the workload namespace with node-publish keys. */
-  async secret(name: string, accessKeyId: string, secretAccessKey: string): Promise<void> {
+  /**
+   * A Secret in the workload namespace with node-publish keys (and `more`, e.g. `endpoint`);
+   * without keys (empty strings) only `more`.
+   */
+  async secret(
+    name: string,
+    accessKeyId: string,
+    secretAccessKey: string,
+    more: Record<string, string> = {},
+  ): Promise<void> {
+    const keys = accessKeyId === "" && secretAccessKey === ""
+      ? {}
+      : { access_key_id: accessKeyId, secret_access_key: secretAccessKey };
     await this.client.create(SECRETS, {
       metadata: { name, namespace: this.ns },
       type: "Opaque",
-      data: { access_key_id: btoa(accessKeyId), secret_access_key: btoa(secretAccessKey) },
+      data: Object.fromEntries(
+        Object.entries({ ...keys, ...more }).map(([k, v]) => [k, btoa(v)]),
+      ),
     } as KubeObject);
   }
 
@@ -393,10 +413,21 @@ export abstract class ScenarioCluster {
         volumes: [
           ...o.volumes.map((v, i) => ({
             name: `v${i}`,
-            persistentVolumeClaim: {
-              claimName: v.claim,
-              ...(v.readOnly ? { readOnly: true } : {}),
-            },
+            ...("claim" in v
+              ? {
+                persistentVolumeClaim: {
+                  claimName: v.claim,
+                  ...(v.readOnly ? { readOnly: true } : {}),
+                },
+              }
+              : {
+                csi: {
+                  driver: DRIVER_NAME,
+                  volumeAttributes: v.inline.attributes,
+                  ...(v.readOnly ? { readOnly: true } : {}),
+                  ...(v.inline.secret ? { nodePublishSecretRef: { name: v.inline.secret } } : {}),
+                },
+              }),
           })),
           ...(o.scratch ? [{ name: "scratch", emptyDir: {} }] : []),
         ],

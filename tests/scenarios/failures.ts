@@ -101,7 +101,7 @@ export function failuresScenario(): Scenario {
             [
               `fail-opt-${unique()}`,
               ["allow-delete", "endpoint-url=http://elsewhere.example:9000"],
-              /Mount option "endpoint-url=http:\/\/elsewhere\.example:9000" is not allowed: the S3 endpoint is set for the whole driver/,
+              /Mount option "endpoint-url=http:\/\/elsewhere\.example:9000" is not allowed: the S3 endpoint is set for the whole driver.*node-publish Secret \(key endpoint\)/,
             ],
             [
               `fail-unknown-${unique()}`,

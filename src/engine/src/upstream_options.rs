@@ -64,7 +64,7 @@ pub(crate) const REFUSED: &[(&str, &str)] = &[
     ("incremental-upload", "appending (incremental upload) needs S3 Express One Zone directory buckets, which are not supported"),
     ("log-directory", "the engine logs to the Mountpoint Pod's output: read them with kubectl logs -n mount-s3 <pod>"),
     ("max-memory-target", "it was renamed: use memory-target=<MiB>"),
-    ("profile", "credentials come from the driver or from the volume's secret: use authenticationSource: secret with a nodePublishSecretRef"),
+    ("profile", "credentials come from the driver, the volume's secret or the workload's ServiceAccount: use authenticationSource: secret with a nodePublishSecretRef, or pod"),
     ("transfer-acceleration", "S3 Transfer Acceleration is an AWS endpoint variant and the endpoint is set for the whole driver in the deployment values (s3.endpointUrl): set an accelerate endpoint there"),
 ];
 

@@ -146,6 +146,7 @@ export async function csiSetUpAt(
   } catch (err) {
     throw failed(kubeletErrorText(err));
   }
+  const ephemeral = volume.csi !== undefined;
   await Deno.writeTextFile(
     `${dir}/${VOL_DATA_FILE}`,
     podVolData({
@@ -153,6 +154,7 @@ export async function csiSetUpAt(
       volumeHandle: csi.volumeHandle,
       nodeName: ctx.nodeName,
       specVolID: pvName,
+      volumeLifecycleMode: ephemeral ? "Ephemeral" : "Persistent",
     }),
   );
   const target = csiTargetPath(root, uid, pvName);
@@ -162,7 +164,9 @@ export async function csiSetUpAt(
       kubeletRoot: root,
       pod,
       pv,
-      readOnly: volume.persistentVolumeClaim?.readOnly ?? false,
+      readOnly: (ephemeral ? volume.csi?.readOnly : volume.persistentVolumeClaim?.readOnly) ??
+        false,
+      ephemeral,
       podInfoOnMount: driver.spec?.podInfoOnMount ?? false,
       secrets,
       volumeMountGroup,

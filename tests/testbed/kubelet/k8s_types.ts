@@ -13,6 +13,14 @@ export interface PodVolume {
   name: string;
   emptyDir?: { medium?: string; sizeLimit?: string };
   persistentVolumeClaim?: { claimName: string; readOnly?: boolean };
+  /** A CSI inline (ephemeral) volume. */
+  csi?: {
+    driver: string;
+    readOnly?: boolean;
+    fsType?: string;
+    volumeAttributes?: Record<string, string>;
+    nodePublishSecretRef?: { name: string };
+  };
   [source: string]: unknown;
 }
 

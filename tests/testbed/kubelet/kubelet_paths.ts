@@ -18,7 +18,8 @@ function trim(root: string): string {
   return root.length > 1 ? root.replace(/\/+$/, "") : root;
 }
 
-function sha256Hex(text: string): string {
+/** Lower-case hex SHA-256 of `text`. */
+export function sha256Hex(text: string): string {
   return createHash("sha256").update(text).digest("hex");
 }
 
@@ -79,6 +80,8 @@ export function podVolData(args: {
   volumeHandle: string;
   nodeName: string;
   specVolID: string;
+  /** @default "Persistent" */
+  volumeLifecycleMode?: "Persistent" | "Ephemeral";
 }): string {
   return goJsonMap({
     attachmentID: attachmentId(args.volumeHandle, args.driverName, args.nodeName),
@@ -86,7 +89,7 @@ export function podVolData(args: {
     nodeName: args.nodeName,
     specVolID: args.specVolID,
     volumeHandle: args.volumeHandle,
-    volumeLifecycleMode: "Persistent",
+    volumeLifecycleMode: args.volumeLifecycleMode ?? "Persistent",
   });
 }
 

@@ -1,7 +1,8 @@
 /**
- * The NodePublishVolume request kubelet v1.32 builds for a PVC-backed CSI volume, field by field
- * (`SetUpAt` in `pkg/volume/csi/csi_mounter.go` of `k8s.io/kubernetes`). Pure: the caller fetches
- * the objects and capabilities.
+ * The NodePublishVolume request kubelet v1.32 builds for a CSI volume, PVC-backed or inline, field
+ * by field (`SetUpAt` in `pkg/volume/csi/csi_mounter.go` of `k8s.io/kubernetes`). An inline volume
+ * is handled as the PV it stands for ({@link inlineVolumeSpec}). Pure: the caller fetches the
+ * objects and capabilities.
  *
  * @module
  */
@@ -10,8 +11,8 @@ import type {
   NodeUnpublishVolumeRequest,
   VolumeCapability_AccessMode_Mode,
 } from "../../../src/csi/gen/csi_types.ts";
-import { csiTargetPath } from "./kubelet_paths.ts";
-import type { PersistentVolume, Pod } from "./k8s_types.ts";
+import { csiTargetPath, sha256Hex } from "./kubelet_paths.ts";
+import type { PersistentVolume, Pod, PodVolume } from "./k8s_types.ts";
 
 /** Pod-info keys kubelet adds to `volume_context` when the CSIDriver has `podInfoOnMount`. */
 export const POD_INFO_KEYS = {
@@ -45,11 +46,46 @@ export function csiAccessMode(
   }
 }
 
+/** `makeVolumeHandle`: the handle of an inline volume, `csi-<sha256(podUID + name)>`. */
+export function inlineVolumeHandle(podUID: string, volumeName: string): string {
+  return `csi-${sha256Hex(`${podUID}${volumeName}`)}`;
+}
+
+/**
+ * An inline `csi:` volume as the CSI plugin sees it: named after the pod volume, its handle
+ * {@link inlineVolumeHandle}, no mount options, access mode ReadWriteOnce, its Secret in the
+ * pod's namespace.
+ */
+export function inlineVolumeSpec(pod: Pod, volume: PodVolume): PersistentVolume {
+  const csi = volume.csi!;
+  return {
+    metadata: { name: volume.name },
+    spec: {
+      accessModes: ["ReadWriteOnce"],
+      csi: {
+        driver: csi.driver,
+        volumeHandle: inlineVolumeHandle(pod.metadata.uid, volume.name),
+        ...(csi.fsType ? { fsType: csi.fsType } : {}),
+        ...(csi.volumeAttributes ? { volumeAttributes: csi.volumeAttributes } : {}),
+        ...(csi.nodePublishSecretRef
+          ? {
+            nodePublishSecretRef: {
+              ...csi.nodePublishSecretRef,
+              namespace: pod.metadata.namespace,
+            },
+          }
+          : {}),
+      },
+    },
+  };
+}
+
 /** `volume_context`: PV attributes, then (if `podInfoOnMount`) the pod-info keys, overwriting. */
 export function publishVolumeContext(
   pv: PersistentVolume,
   pod: Pod,
   podInfoOnMount: boolean,
+  ephemeral = false,
 ): Record<string, string> {
   const ctx: Record<string, string> = { ...(pv.spec.csi?.volumeAttributes ?? {}) };
   if (podInfoOnMount) {
@@ -57,7 +93,7 @@ export function publishVolumeContext(
     ctx[POD_INFO_KEYS.namespace] = pod.metadata.namespace;
     ctx[POD_INFO_KEYS.uid] = pod.metadata.uid;
     ctx[POD_INFO_KEYS.serviceAccount] = pod.spec.serviceAccountName ?? "";
-    ctx[POD_INFO_KEYS.ephemeral] = "false";
+    ctx[POD_INFO_KEYS.ephemeral] = String(ephemeral);
   }
   return ctx;
 }
@@ -67,8 +103,10 @@ export interface PublishInputs {
   readonly kubeletRoot: string;
   readonly pod: Pod;
   readonly pv: PersistentVolume;
-  /** `pod.spec.volumes[].persistentVolumeClaim.readOnly`. */
+  /** `pod.spec.volumes[].persistentVolumeClaim.readOnly` (inline: `csi.readOnly`). */
   readonly readOnly: boolean;
+  /** An inline volume ({@link inlineVolumeSpec}). */
+  readonly ephemeral?: boolean;
   /** CSIDriver `podInfoOnMount`. */
   readonly podInfoOnMount: boolean;
   /** `data` of the nodePublish secret, base64-decoded; undefined when the PV names none. */
@@ -98,7 +136,7 @@ export function buildPublishRequest(i: PublishInputs): NodePublishVolumeRequest 
       accessMode: { mode: csiAccessMode(i.pv.spec.accessModes, i.singleNodeMultiWriter) },
     },
     readonly: i.readOnly,
-    volumeContext: publishVolumeContext(i.pv, i.pod, i.podInfoOnMount),
+    volumeContext: publishVolumeContext(i.pv, i.pod, i.podInfoOnMount, i.ephemeral ?? false),
   };
   if (i.secrets && Object.keys(i.secrets).length) request.secrets = { ...i.secrets };
   return request;

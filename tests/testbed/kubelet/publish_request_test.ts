@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import type { PersistentVolume, Pod } from "./k8s_types.ts";
-import { buildPublishRequest, csiAccessMode, decodeSecretData } from "./publish_request.ts";
+import {
+  buildPublishRequest,
+  csiAccessMode,
+  decodeSecretData,
+  inlineVolumeSpec,
+} from "./publish_request.ts";
 
 const pod = {
   metadata: { name: "p", namespace: "ns", uid: "u" },
@@ -54,6 +59,42 @@ Deno.test("publish request: pod info only with podInfoOnMount, mount group only 
   assert.equal(r2.volumeContext?.["csi.storage.k8s.io/serviceAccount.name"], "sa");
   assert.equal(r2.volumeContext?.["csi.storage.k8s.io/ephemeral"], "false");
   assert.deepEqual(r2.secrets, { k: "v" });
+});
+
+Deno.test("publish request of an inline volume: per-pod handle, pod volume name, ephemeral true", () => {
+  const spec = inlineVolumeSpec(pod, {
+    name: "data",
+    csi: {
+      driver: "d",
+      readOnly: true,
+      volumeAttributes: { bucketName: "x" },
+      nodePublishSecretRef: { name: "s" },
+    },
+  });
+  // kubelet's makeVolumeHandle: sha256 of the pod UID and the volume name, concatenated
+  // (`printf %s udata | sha256sum`).
+  assert.equal(
+    spec.spec.csi!.volumeHandle,
+    "csi-5614948e44ad9a8e10c8c91fa3841f396424f8db984291f95b18b37fe18c4797",
+  );
+  assert.deepEqual(spec.spec.csi!.nodePublishSecretRef, { name: "s", namespace: "ns" });
+  const r = buildPublishRequest({
+    kubeletRoot: "/k",
+    pod,
+    pv: spec,
+    readOnly: true,
+    ephemeral: true,
+    podInfoOnMount: true,
+    secrets: { access_key_id: "a" },
+    volumeMountGroup: false,
+    singleNodeMultiWriter: false,
+  });
+  assert.equal(r.targetPath, "/k/pods/u/volumes/kubernetes.io~csi/data/mount");
+  assert.equal(r.volumeId, spec.spec.csi!.volumeHandle);
+  assert.equal(r.readonly, true);
+  assert.deepEqual(r.volumeCapability?.mount?.mountFlags, []);
+  assert.equal(r.volumeCapability?.accessMode?.mode, "SINGLE_NODE_WRITER");
+  assert.equal(r.volumeContext?.["csi.storage.k8s.io/ephemeral"], "true");
 });
 
 Deno.test("secret data is base64-decoded as UTF-8", () => {

@@ -1,6 +1,6 @@
 /**
- * The kubelet volume manager, reduced to the volumes our pods use: emptyDir and PVC-backed CSI
- * volumes of one driver (no NodeStage). It reproduces kubelet v1.32's order of checks, directories,
+ * The kubelet volume manager, reduced to the volumes our pods use: emptyDir, PVC-backed CSI
+ * volumes of one driver (no NodeStage) and its inline `csi:` volumes. It reproduces kubelet v1.32's order of checks, directories,
  * `vol_data.json` files, RPCs, error classification, retries and `FailedMount` events
  * (`pkg/kubelet/volumemanager/` and the CSI volume plugin `pkg/volume/csi/` of
  * `k8s.io/kubernetes`).
@@ -36,7 +36,7 @@ import {
   unsupportedVolume,
   VolumeSetupError,
 } from "./pod_volume_sources.ts";
-import { buildUnpublishRequest } from "./publish_request.ts";
+import { buildUnpublishRequest, inlineVolumeSpec } from "./publish_request.ts";
 import { pause } from "../../../src/util/sleep.ts";
 import { CSI_DRIVERS } from "../../../src/kube/resources.ts";
 
@@ -61,7 +61,9 @@ export interface VolumeManagerOptions {
 }
 
 interface PodCsiVolume {
+  /** PV name, or the pod volume's name for an inline volume. */
   readonly pvName: string;
+  readonly inline: boolean;
   readonly volumeHandle: string;
   readonly targetPath: string;
   /** `uncertain`: the publish failed with a non-final error; unpublish at teardown anyway. */
@@ -123,7 +125,32 @@ export class VolumeManager {
   async #setUpOne(pod: Pod, volume: PodVolume): Promise<string> {
     if (volume.emptyDir) return await setUpEmptyDir(this.#o.kubeletRoot, pod, volume.name);
     if (volume.persistentVolumeClaim) return await this.#setUpPvc(pod, volume);
+    if (volume.csi) return await this.#setUpInline(pod, volume);
     throw unsupportedVolume(volume);
+  }
+
+  /**
+   * An inline volume: the driver must be registered and its CSIDriver must list `Ephemeral`; no
+   * MountDevice (`CanDeviceMount` is false for inline volumes), then `SetUpAt`.
+   */
+  async #setUpInline(pod: Pod, volume: PodVolume): Promise<string> {
+    const name = volume.csi!.driver;
+    if (name !== this.#o.driverName || !this.#o.isDriverRegistered()) {
+      throw new VolumeSetupError(
+        `MountVolume.NewMounter initialization failed for volume "${volume.name}" : volume mode "Ephemeral" not supported by driver ${name} (driver not found)`,
+      );
+    }
+    const driver = await this.#o.client.get<CsiDriver>(CSI_DRIVERS, name);
+    const modes = driver?.spec?.volumeLifecycleModes ?? ["Persistent"];
+    if (!driver || !modes.includes("Ephemeral")) {
+      throw new VolumeSetupError(
+        `MountVolume.SetUp failed for volume "${volume.name}" : volume mode "Ephemeral" not supported by driver ${name} (${
+          driver ? `only supports ${JSON.stringify(modes)}` : "no CSIDriver object"
+        })`,
+      );
+    }
+    await this.#setUpAt(pod, volume, inlineVolumeSpec(pod, volume), driver);
+    return csiTargetPath(this.#o.kubeletRoot, pod.metadata.uid, volume.name);
   }
 
   async #setUpPvc(pod: Pod, volume: PodVolume): Promise<string> {
@@ -156,7 +183,8 @@ export class VolumeManager {
     const csi = pv.spec.csi!;
     const uid = pod.metadata.uid;
     const pvName = pv.metadata.name;
-    if (!this.#devices.has(csi.volumeHandle)) {
+    const inline = volume.csi !== undefined;
+    if (!inline && !this.#devices.has(csi.volumeHandle)) {
       await csiMountDevice(this.#ctx, pvName, csi.driver, csi.volumeHandle);
       this.#devices.add(csi.volumeHandle);
     }
@@ -164,6 +192,7 @@ export class VolumeManager {
     const record = (state: PodCsiVolume["state"]) =>
       this.#remember(uid, {
         pvName,
+        inline,
         volumeHandle: csi.volumeHandle,
         targetPath: csiTargetPath(this.#o.kubeletRoot, uid, pvName),
         state,
@@ -206,7 +235,9 @@ export class VolumeManager {
     for (const v of this.#pods.get(pod.metadata.uid)?.values() ?? []) {
       if (signal.aborted) return;
       try {
-        const pv = await this.#o.client.get<PersistentVolume>(PVS, v.pvName);
+        const pv = v.inline
+          ? inlineVolumeSpec(pod, v.podVolume)
+          : await this.#o.client.get<PersistentVolume>(PVS, v.pvName);
         const driver = pv?.spec.csi &&
           await this.#o.client.get<CsiDriver>(CSI_DRIVERS, pv.spec.csi.driver);
         if (!pv || !driver) continue;

@@ -49,6 +49,7 @@ async function run(
   logPath: string,
   timeoutMs: number,
   signal: AbortSignal,
+  env: Record<string, string> = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   // stderr goes straight to the log file, not through a pipe of ours: if this process dies, the
   // script still finishes (a closed pipe would kill it mid-way with SIGPIPE).
@@ -62,7 +63,7 @@ async function run(
       ...args,
     ],
     cwd: REPO_ROOT,
-    env: { KUBE_REAL_SANDBOX_LOG: logPath },
+    env: { ...env, KUBE_REAL_SANDBOX_LOG: logPath },
     stdin: "null",
     stdout: "piped",
     stderr: "null",
@@ -86,11 +87,16 @@ function lastLine(text: string): string {
 }
 
 /**
- * Start (or reuse) the tier. @throws {RealTierUnavailableError} when it cannot run here
+ * Start (or reuse) the tier; `env` are start.sh's and stop.sh's settings (`KUBE_REAL_STATE`,
+ * ports, `KUBE_REAL_SA_ISSUER`, …). @throws {RealTierUnavailableError} when it cannot run here
  * @throws {RealTierError} when start.sh fails
  */
-export async function startRealTier(logPath: string, signal: AbortSignal): Promise<RealTier> {
-  const r = await run("start.sh", [], logPath, START_TIMEOUT_MS, signal);
+export async function startRealTier(
+  logPath: string,
+  signal: AbortSignal,
+  env: Record<string, string> = {},
+): Promise<RealTier> {
+  const r = await run("start.sh", [], logPath, START_TIMEOUT_MS, signal, env);
   if (r.code === 3) {
     const skip = /SKIP: (.*)/.exec(r.stderr)?.[1] ?? lastLine(r.stderr);
     throw new RealTierUnavailableError(skip || "start.sh exited with 3");
@@ -113,7 +119,14 @@ export async function startRealTier(logPath: string, signal: AbortSignal): Promi
     startedHere,
     async stop() {
       if (!startedHere) return "left running (it was running before the sandbox)";
-      const s = await run("stop.sh", [], logPath, STOP_TIMEOUT_MS, new AbortController().signal);
+      const s = await run(
+        "stop.sh",
+        [],
+        logPath,
+        STOP_TIMEOUT_MS,
+        new AbortController().signal,
+        env,
+      );
       if (s.code !== 0) {
         throw new RealTierError(`stop.sh exited with ${s.code}: ${lastLine(s.stderr)}`);
       }

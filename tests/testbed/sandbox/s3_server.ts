@@ -120,8 +120,16 @@ function asS3Env(env: Record<string, string>, what: string): S3Env {
   return { AWS_REGION: "us-east-1", S3_SERVER: "unknown", ...env } as S3Env;
 }
 
-async function startRgw(logDir: string, signal: AbortSignal): Promise<S3Server> {
-  const rgwEnv = sandboxRgwEnv();
+/**
+ * A Ceph RGW of its own (state dir and ports: {@link sandboxRgwEnv}); `settings` are more
+ * `rgw_start.sh` settings (e.g. `RGW_STS=1`).
+ */
+export async function startRgw(
+  logDir: string,
+  signal: AbortSignal,
+  settings: Record<string, string> = {},
+): Promise<S3Server> {
+  const rgwEnv = { ...sandboxRgwEnv(), ...settings };
   const stop = async () => {
     await new Deno.Command("bash", {
       args: [`${REPO_ROOT}tests/testbed/services/s3/rgw_stop.sh`, "--purge"],

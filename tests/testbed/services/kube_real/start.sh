@@ -15,12 +15,16 @@
 #      KUBE_REAL_APISERVER_PORT (26443), KUBE_REAL_KCM_PORT (26257),
 #      KUBE_REAL_START_TIMEOUT seconds (default 120),
 #      KUBE_REAL_CONTROLLERS (kube-controller-manager --controllers list),
-#      KUBE_REAL_APISERVER_ARGS / KUBE_REAL_KCM_ARGS extra flags (word-split).
+#      KUBE_REAL_APISERVER_ARGS / KUBE_REAL_KCM_ARGS extra flags (word-split),
+#      KUBE_REAL_SA_ISSUER service account token issuer (default
+#      https://kubernetes.default.svc.cluster.local; an https URL, e.g. the apiserver's own
+#      address so that others can fetch its OIDC discovery document).
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 START_TIMEOUT="${KUBE_REAL_START_TIMEOUT:-120}"
+SA_ISSUER="${KUBE_REAL_SA_ISSUER:-https://kubernetes.default.svc.cluster.local}"
 # Controllers: ownerReference GC, namespace deletion, the default
 # ServiceAccount (the ServiceAccount admission plugin rejects pods until it
 # exists), legacy SA token secrets, PV/PVC binding, and the pv/pvc-protection
@@ -188,7 +192,7 @@ launch kube-apiserver "$KR_BIN/kube-apiserver" \
   --etcd-servers="$ETCD_URL" \
   --authorization-mode=RBAC \
   --token-auth-file="$KR_STATE/token.csv" \
-  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-issuer="$SA_ISSUER" \
   --service-account-key-file="$KR_STATE/pki/sa.pub" \
   --service-account-signing-key-file="$KR_STATE/pki/sa.key" \
   --service-cluster-ip-range=10.96.0.0/16 \

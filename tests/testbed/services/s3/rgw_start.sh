@@ -27,6 +27,13 @@
 #   RGW_OTHER_ACCESS_KEY_ID / RGW_OTHER_SECRET_ACCESS_KEY  second user keys (fixed defaults)
 #   RGW_DEBUG           radosgw log level (1 = one line per request)  [1]
 #   RGW_KEEP_ON_FAIL=1  leave the daemons running when the start fails (debugging)
+#   RGW_STS=1           enable STS (AssumeRoleWithWebIdentity) and the IAM API: the main user gets
+#                       the caps oidc-provider=* and roles=*                [0]
+#   RGW_VERIFY_SSL      with RGW_STS=1: whether radosgw verifies the TLS certificates of the OIDC
+#                       issuer it fetches keys from (true|false)            [true]
+#   RGW_TRUST_CA        PEM file of CA certificates radosgw trusts besides the system's (its
+#                       libcurl-gnutls reads only the system bundle: radosgw then runs in a mount
+#                       namespace of its own where that bundle has them appended)  [unset]
 #
 # Printed env (also written to $S3_STATE_DIR/env):
 #   S3_ENDPOINT AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_REGION S3_SERVER=rgw
@@ -55,6 +62,12 @@ OTHER_AK="${RGW_OTHER_ACCESS_KEY_ID:-S3CSIOTHERACCESSKEY2}"
 OTHER_SK="${RGW_OTHER_SECRET_ACCESS_KEY:-s3csiOtherSecretKey000000000000000000002}"
 KEEP_ON_FAIL="${RGW_KEEP_ON_FAIL:-0}"
 RGW_DEBUG="${RGW_DEBUG:-1}"
+RGW_STS="${RGW_STS:-0}"
+RGW_VERIFY_SSL="${RGW_VERIFY_SSL:-true}"
+RGW_TRUST_CA="${RGW_TRUST_CA:-}"
+SYSTEM_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
+# Encrypts RGW's session tokens (16 bytes); only used when RGW_STS=1.
+RGW_STS_KEY="s3csiStsKey00001"
 
 # Debian packages to install (they pull in ceph-common, ceph-base, python3-rados)
 # and the binaries we call.
@@ -100,6 +113,13 @@ validate_settings() {
     [[ "${!v}" =~ ^[A-Za-z0-9/+]{8,}$ ]] || die "key $v must be 8+ chars of [A-Za-z0-9/+]"
   done
   [[ "$MAIN_AK" != "$OTHER_AK" ]] || die "the two users need different access keys"
+  case "$RGW_STS" in 0|1) ;; *) die "RGW_STS must be 0 or 1, got '$RGW_STS'";; esac
+  case "$RGW_VERIFY_SSL" in true|false) ;; *) die "RGW_VERIFY_SSL must be true or false";; esac
+  if [[ -n "$RGW_TRUST_CA" ]]; then
+    grep -q "BEGIN CERTIFICATE" "$RGW_TRUST_CA" 2>/dev/null || die "RGW_TRUST_CA=$RGW_TRUST_CA holds no PEM certificate"
+    [[ -f "$SYSTEM_CA_BUNDLE" ]] || die "RGW_TRUST_CA needs the system bundle $SYSTEM_CA_BUNDLE"
+    command -v unshare >/dev/null || die "RGW_TRUST_CA needs unshare (util-linux)"
+  fi
   [[ "$STATE_DIR" == /* && "$STATE_DIR" != / ]] || die "S3_STATE_DIR must be an absolute path other than /"
 }
 
@@ -198,7 +218,8 @@ s3_probe() {
 
 settings_fingerprint() {
   printf '%s\n' "port=$RGW_PORT" "mon=$MON_PORT" "osdports=$OSD_PORTS" "backend=$OSD_BACKEND" \
-    "size=$OSD_SIZE_GB" "region=$REGION" "main=$MAIN_AK:$MAIN_SK" "other=$OTHER_AK:$OTHER_SK"
+    "size=$OSD_SIZE_GB" "region=$REGION" "main=$MAIN_AK:$MAIN_SK" "other=$OTHER_AK:$OTHER_SK" \
+    "sts=$RGW_STS:$RGW_VERIFY_SSL" "trust=${RGW_TRUST_CA:+$(sha256sum <"$RGW_TRUST_CA" | cut -c1-16)}"
 }
 
 already_healthy() {
@@ -255,6 +276,14 @@ rados_class_dir() {
     [ -e "$d/libcls_rgw.so" ] && { echo "$d"; return 0; }
   done
   return 1
+}
+
+# STS: the web-identity engine in the S3 auth chain, the key that seals session tokens, and
+# whether radosgw checks the TLS certificate of the OIDC issuer it fetches keys from.
+sts_conf() {
+  ((RGW_STS)) || return 0
+  printf '%s\n' "rgw s3 auth use sts = true" "rgw sts key = $RGW_STS_KEY" \
+    "rgw verify ssl = $RGW_VERIFY_SSL"
 }
 
 write_conf() {
@@ -341,6 +370,7 @@ admin socket = $RUN_DIR/\$name.asok
 # tcp_nodelay: without it every small response waits ~45 ms (Nagle + delayed ACK).
 rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT tcp_nodelay=1
 debug rgw = $RGW_DEBUG
+$(sts_conf)
 EOF
 }
 
@@ -465,7 +495,21 @@ build_cluster() {
   wait_osd_up
   log "creating users, starting radosgw (127.0.0.1:$RGW_PORT)"
   create_user "$MAIN_UID" "$MAIN_AK" "$MAIN_SK"
-  start_daemon radosgw radosgw -f -c "$CONF" -n client.rgw.s3csi
+  if ((RGW_STS)); then
+    timeout "$(remaining)" radosgw-admin -c "$CONF" caps add --uid "$MAIN_UID" \
+      --caps "oidc-provider=*;roles=*" >>"$LOG_DIR/users.out" 2>&1 ||
+      { tail -n 20 "$LOG_DIR/users.out" >&2; die "radosgw-admin caps add $MAIN_UID failed"; }
+  fi
+  if [[ -n "$RGW_TRUST_CA" ]]; then
+    # The system bundle plus ours, seen only by radosgw (a private mount namespace; unshare and
+    # sh exec, so the pid is radosgw's).
+    cat "$SYSTEM_CA_BUNDLE" "$RGW_TRUST_CA" >"$STATE_DIR/ca-bundle.crt"
+    start_daemon radosgw unshare -m --propagation private sh -c \
+      'mount --bind "$1" "$2" && shift 2 && exec "$@"' sh "$STATE_DIR/ca-bundle.crt" \
+      "$SYSTEM_CA_BUNDLE" radosgw -f -c "$CONF" -n client.rgw.s3csi
+  else
+    start_daemon radosgw radosgw -f -c "$CONF" -n client.rgw.s3csi
+  fi
   create_user "$OTHER_UID" "$OTHER_AK" "$OTHER_SK"
   wait_s3
   [[ "$(s3_probe "$OTHER_AK" "$OTHER_SK")" == 200 ]] || die "second user cannot sign requests"
