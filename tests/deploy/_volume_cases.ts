@@ -212,7 +212,15 @@ export function volumeCases(): VolumeCase[] {
     bucketName: "Bucket_1",
   });
   add("attribute: authenticationSource secret", true, [], { authenticationSource: "secret" });
-  add("attribute: authenticationSource unknown", false, [], { authenticationSource: "pod" });
+  add("attribute: authenticationSource pod", true, [], { authenticationSource: "pod" });
+  add("attribute: authenticationSource unknown", false, [], { authenticationSource: "iam" });
+  add("attribute: authenticationSource pod on rclone", false, [], {
+    authenticationSource: "pod",
+    engine: "rclone",
+  });
+  add("attribute: mountOptions is for inline volumes", false, [], {
+    mountOptions: "allow-delete",
+  });
   add("attribute: engine unknown", false, [], { engine: "s3fs" });
   add("attribute: engine mount-s3", true, [], { engine: "mount-s3" });
   add("attribute: prefix", true, [], { prefix: "data/" });
