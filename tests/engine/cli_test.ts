@@ -48,7 +48,7 @@ engineTest(
       [["bucket", "/mnt", "--frobnicate"], /unknown option '--frobnicate'/],
       [
         ["bucket", "/mnt", "--profile=dev"],
-        /option '--profile' is not supported: credentials come from the driver or from the volume's secret/,
+        /option '--profile' is not supported: credentials come from the driver, the volume's secret or the workload's ServiceAccount/,
       ],
       [["bucket", "/mnt", "--read-only=yes"], /option '--read-only' takes no value/],
       [
