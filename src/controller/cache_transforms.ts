@@ -5,11 +5,15 @@
  * transforms run before an object enters an informer's cache (client-go's `SetTransform`).
  *
  * Kept of a pod: identity and lifecycle metadata, labels, the driver's own annotations, the node,
- * the PVC volumes and the driver's inline `csi:` volumes, the ServiceAccount, `fsGroup`, the phase
- * and the PodScheduled condition — everything
+ * the PVC volumes and the driver's inline `csi:` volumes, the ServiceAccount, `fsGroup`, the
+ * tolerations of `NoExecute` taints (normalized), the priority and preemption policy, the phase and
+ * the PodScheduled condition — and, while a workload waits for the headroom scheduling gate, what
+ * the headroom flow copies (gates, node selector and affinity, every toleration, requests) —
+ * everything
  * `reconciler.ts`, `attachments.ts`, `sharing_key.ts`, `workload_volumes.ts` and
- * `stale_cleaner.ts` read. Other objects only lose `metadata.managedFields` (an update that
- * omits them leaves the server's unchanged).
+ * `stale_cleaner.ts` read. Nodes keep their name and UID (the Mountpoint Pods' owner). Other
+ * objects only lose `metadata.managedFields` (an update that omits them leaves the server's
+ * unchanged).
  *
  * @module
  */
@@ -17,6 +21,8 @@ import type { KubeObject } from "../kube/client.ts";
 import type { Pod, PodVolume, ServiceAccount } from "../kube/types.ts";
 import { ANNOTATION_ROLE_ARN } from "../mppod/labels.ts";
 import { DRIVER_NAME } from "../util/version.ts";
+import { executeTolerations } from "../mppod/tolerations.ts";
+import { hasHeadroomGate } from "./headroom_pods.ts";
 
 /**
  * The slice of a ServiceAccount the controller reads: identity and the role annotation of
@@ -60,6 +66,16 @@ export function slimPod(pod: Pod): Pod {
   );
   const serviceAccount = pod.spec?.serviceAccountName;
   const fsGroup = pod.spec?.securityContext?.fsGroup;
+  const gated = pod.spec ? hasHeadroomGate(pod) : false;
+  const tolerations = gated
+    ? pod.spec.tolerations ?? []
+    : executeTolerations(pod.spec?.tolerations);
+  const spec = pod.spec ?? { containers: [] };
+  const resources = (c: { name: string; resources?: unknown; restartPolicy?: unknown }) => ({
+    name: c.name,
+    ...(c.resources ? { resources: c.resources } : {}),
+    ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}),
+  });
   const scheduled = pod.status?.conditions?.filter((c) => c.type === "PodScheduled");
   return {
     ...(pod.apiVersion ? { apiVersion: pod.apiVersion } : {}),
@@ -75,15 +91,37 @@ export function slimPod(pod: Pod): Pod {
       ...(Object.keys(annotations).length ? { annotations } : {}),
     },
     spec: {
-      ...(pod.spec?.nodeName ? { nodeName: pod.spec.nodeName } : {}),
-      containers: [],
+      ...(spec.nodeName ? { nodeName: spec.nodeName } : {}),
+      containers: gated ? (spec.containers ?? []).map(resources) : [],
       ...(volumes.length ? { volumes } : {}),
       ...(serviceAccount ? { serviceAccountName: serviceAccount } : {}),
       ...(fsGroup !== undefined && fsGroup !== null ? { securityContext: { fsGroup } } : {}),
+      ...(tolerations.length ? { tolerations } : {}),
+      ...(spec.priority !== undefined ? { priority: spec.priority } : {}),
+      ...(spec.preemptionPolicy ? { preemptionPolicy: spec.preemptionPolicy } : {}),
+      ...(gated
+        ? {
+          schedulingGates: spec.schedulingGates,
+          ...(spec.initContainers ? { initContainers: spec.initContainers.map(resources) } : {}),
+          ...(spec.nodeSelector ? { nodeSelector: spec.nodeSelector } : {}),
+          ...(spec.affinity ? { affinity: spec.affinity } : {}),
+          ...(spec.overhead ? { overhead: spec.overhead } : {}),
+        }
+        : {}),
     },
     status: {
       ...(pod.status?.phase ? { phase: pod.status.phase } : {}),
       ...(scheduled?.length ? { conditions: scheduled } : {}),
     },
+  };
+}
+
+/** The slice of a Node the controller reads: its name and UID. */
+export function slimNode(node: KubeObject): KubeObject {
+  const m = node.metadata ?? {};
+  return {
+    ...(node.apiVersion ? { apiVersion: node.apiVersion } : {}),
+    ...(node.kind ? { kind: node.kind } : {}),
+    metadata: { name: m.name, uid: m.uid, resourceVersion: m.resourceVersion },
   };
 }

@@ -34,7 +34,13 @@ const FULL: Pod = {
     ],
     serviceAccountName: "app",
     securityContext: { fsGroup: 0, runAsUser: 1000 },
-    tolerations: [{ key: "k" }],
+    tolerations: [
+      { key: "k" },
+      { key: "dedicated", operator: "Exists", effect: "NoSchedule" },
+      { key: "gone", operator: "Exists", effect: "NoExecute", tolerationSeconds: 300 },
+    ],
+    priority: 0,
+    nodeSelector: { disk: "ssd" },
   },
   status: {
     phase: "Running",
@@ -72,6 +78,12 @@ Deno.test("slimPod keeps exactly what the controller reads", () => {
       ],
       serviceAccountName: "app",
       securityContext: { fsGroup: 0 },
+      // The NoExecute tolerations (a Mountpoint Pod must cover them), normalized; the priority.
+      tolerations: [
+        { key: "gone", operator: "Exists", effect: "NoExecute" },
+        { key: "k", operator: "Equal", value: "" },
+      ],
+      priority: 0,
     },
     status: {
       phase: "Running",
@@ -79,6 +91,36 @@ Deno.test("slimPod keeps exactly what the controller reads", () => {
         { type: "PodScheduled", status: "True", lastTransitionTime: "2030-01-01T00:00:01Z" },
       ],
     },
+  });
+});
+
+Deno.test("slimPod of a workload waiting for the headroom gate keeps what its placement copies", () => {
+  const gated: Pod = {
+    metadata: { name: "g", namespace: "n", uid: "u", resourceVersion: "3" },
+    spec: {
+      schedulingGates: [{ name: "other" }, {
+        name: "s3.csi.scality.com/reserve-headroom-for-mppod",
+      }],
+      nodeSelector: { disk: "ssd" },
+      affinity: { nodeAffinity: { x: 1 }, podAntiAffinity: { y: 2 } },
+      tolerations: [{ key: "dedicated", operator: "Exists", effect: "NoSchedule" }],
+      priority: 100,
+      preemptionPolicy: "Never",
+      overhead: { cpu: "10m" },
+      initContainers: [{ name: "i", image: "x", resources: { requests: { cpu: "1" } } }],
+      containers: [{ name: "c", image: "x", env: [], resources: { requests: { cpu: "200m" } } }],
+    },
+  };
+  assert.deepEqual(slimPod(gated).spec, {
+    containers: [{ name: "c", resources: { requests: { cpu: "200m" } } }],
+    initContainers: [{ name: "i", resources: { requests: { cpu: "1" } } }],
+    schedulingGates: gated.spec.schedulingGates,
+    nodeSelector: { disk: "ssd" },
+    affinity: gated.spec.affinity,
+    tolerations: gated.spec.tolerations,
+    priority: 100,
+    preemptionPolicy: "Never",
+    overhead: { cpu: "10m" },
   });
 });
 

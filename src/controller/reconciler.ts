@@ -7,8 +7,11 @@
  *    still serves workloads, recreate it (same deterministic name).
  * 2. Mountpoint Pod → `Succeeded` or `Failed`: delete it (a failed one is then recreated by step 1
  *    if workloads remain); `Running`: record its readiness latency once.
- * 3. Workload not scheduled → nothing. Not active (terminal, or terminating before it ran) →
- *    detach. Otherwise for each volume of ours: attach under the sharing key.
+ * 3. Workload not scheduled → nothing, unless it opted in to headroom (`headroom.ts`: room
+ *    reserved with headroom pods, then the workload pinned and ungated). Not active (terminal, or
+ *    terminating before it ran) → detach. Otherwise for each volume of ours: attach under the
+ *    sharing key; its headroom pods go once its Mountpoint Pods run.
+ * 4. Headroom pod → reconcile its workload (or delete it when the workload is gone).
  *
  * attach: per S3PA lock; reuse a suitable Mountpoint Pod of the S3PA (1 write: S3PA update) or
  * create/adopt the next deterministic one and create or update the S3PA (2 writes). Other
@@ -22,11 +25,11 @@
 import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachment.ts";
 import { API_VERSION } from "../api/group_version.ts";
 import { S3PA_KIND } from "../api/mountpoint_s3_pod_attachment.ts";
-import type { KubeClient } from "../kube/client.ts";
+import type { KubeClient, KubeObject } from "../kube/client.ts";
 import { AlreadyExistsError, ConflictError, NotFoundError } from "../kube/errors.ts";
 import type { EventRecorder } from "../kube/event_recorder.ts";
 import type { Informer } from "../kube/informer.ts";
-import { PODS } from "../kube/resources.ts";
+import { NODES, PODS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import type {
   PersistentVolume,
@@ -37,9 +40,12 @@ import type {
 import {
   ANNOTATION_BROKEN,
   ANNOTATION_NEEDS_UNMOUNT,
+  COMPONENT_HEADROOM_POD,
   COMPONENT_MOUNTPOINT_POD,
   LABEL_COMPONENT,
   LABEL_DRIVER_VERSION,
+  LABEL_HEADROOM_FOR,
+  LABEL_NEEDS_UNMOUNT,
   TRUE,
 } from "../mppod/labels.ts";
 import {
@@ -53,6 +59,7 @@ import {
   type MountpointPodConfig,
   MountpointPodSpecError,
 } from "../mppod/pod_spec.ts";
+import { coversTolerations } from "../mppod/tolerations.ts";
 import { KeyedMutex } from "../util/keyed_mutex.ts";
 import { errorMessage } from "../util/errors.ts";
 import { logger } from "../util/log.ts";
@@ -71,9 +78,12 @@ import type { ProcessResult } from "../util/work_queue.ts";
 import {
   claimKeys,
   inlineVolumeOf,
+  type VolumeProblem,
   type WorkloadVolume,
   workloadVolumes,
 } from "./workload_volumes.ts";
+import { Headroom } from "./headroom.ts";
+import { hasHeadroomGate, type HeadroomConfig } from "./headroom_pods.ts";
 import { kubeTime } from "../kube/time.ts";
 
 /** Informer index names. */
@@ -81,6 +91,7 @@ export const INDEX = {
   podUID: "uid",
   podClaim: "claim",
   podServiceAccount: "serviceAccount",
+  headroomFor: "headroomFor",
   s3paWorkload: "workload",
   s3paMountpointPod: "mountpointPod",
   s3paKey: "sharingKey",
@@ -94,6 +105,8 @@ export interface ControllerCaches {
   readonly s3pas: Informer<MountpointS3PodAttachment>;
   /** Read for `authenticationSource: pod` (the role annotation). */
   readonly serviceAccounts: Informer<ServiceAccount>;
+  /** Nodes (name and UID): the Mountpoint Pods' owner. Without it, Nodes are read on demand. */
+  readonly nodes?: Informer<KubeObject>;
 }
 
 /** Register the indexes the reconciler and cleaner use. Call before the informers run. */
@@ -103,6 +116,10 @@ export function registerIndexes(c: ControllerCaches): void {
   c.pods.addIndex(INDEX.podServiceAccount, (p) => [
     `${p.metadata.namespace}/${p.spec.serviceAccountName || "default"}`,
   ]);
+  c.pods.addIndex(INDEX.headroomFor, (p) => {
+    const uid = p.metadata.labels?.[LABEL_HEADROOM_FOR];
+    return uid ? [uid] : [];
+  });
   c.s3pas.addIndex(INDEX.s3paWorkload, workloadUIDs);
   c.s3pas.addIndex(
     INDEX.s3paMountpointPod,
@@ -121,6 +138,8 @@ export interface ReconcilerOptions {
   readonly podConfig: MountpointPodConfig;
   readonly recorder: EventRecorder;
   readonly metrics: ControllerMetrics;
+  /** Headroom settings; headroom is off without them. */
+  readonly headroom?: HeadroomConfig;
   /** @default Date.now */
   readonly now?: () => number;
 }
@@ -137,14 +156,26 @@ export class Reconciler {
   readonly #pods: FreshView<Pod>;
   readonly #locks = new KeyedMutex();
   readonly #deletedUIDs = new Map<string, string>();
+  readonly #deletedHeadroom = new Map<string, string>();
   readonly #readySince = new Map<string, number>();
   readonly #log = logger("controller", "reconciler");
+  readonly #headroom: Headroom;
 
   /** Create a reconciler over `options.caches`. */
   constructor(options: ReconcilerOptions) {
     this.#o = options;
     this.#s3pas = new FreshView(options.caches.s3pas);
     this.#pods = new FreshView(options.caches.pods);
+    this.#headroom = new Headroom({
+      client: options.client,
+      ...(options.headroom ? { config: options.headroom } : {}),
+      podConfig: options.podConfig,
+      recorder: options.recorder,
+      pod: (key) => this.#pods.get(key),
+      wrote: (key, pod) => pod ? this.#pods.wrote(pod) : this.#pods.deleted(key),
+      headroomPodsOf: (uid) => options.caches.pods.byIndex(INDEX.headroomFor, uid),
+      nodeUid: (name) => this.#nodeUid(name),
+    });
   }
 
   /** Annotations of a workload's ServiceAccount, from the cache. */
@@ -159,11 +190,15 @@ export class Reconciler {
     return (this.#o.now ?? Date.now)();
   }
 
-  /** Remember a deleted pod's UID so its key can still be detached (informer delete handler). */
+  /**
+   * Remember a deleted pod's UID so its key can still be detached (informer delete handler); for a
+   * headroom pod, its workload's, whose reservation then goes on.
+   */
   podDeleted(pod: Pod): void {
-    if (pod.metadata.uid) {
-      this.#deletedUIDs.set(`${pod.metadata.namespace}/${pod.metadata.name}`, pod.metadata.uid);
-    }
+    const key = `${pod.metadata.namespace}/${pod.metadata.name}`;
+    const workload = pod.metadata.labels?.[LABEL_HEADROOM_FOR];
+    if (pod.metadata.namespace === this.#ns && workload) this.#deletedHeadroom.set(key, workload);
+    else if (pod.metadata.uid) this.#deletedUIDs.set(key, pod.metadata.uid);
   }
 
   /** Reconcile one pod key. */
@@ -174,31 +209,60 @@ export class Reconciler {
       const uid = this.#deletedUIDs.get(key);
       if (uid) {
         await this.detachWorkload(uid);
+        await this.#headroom.settle(uid, { ended: true });
         this.#deletedUIDs.delete(key);
+      }
+      const headroomFor = this.#deletedHeadroom.get(key);
+      if (headroomFor) {
+        this.#deletedHeadroom.delete(key);
+        const workload = this.#o.caches.pods.byIndex(INDEX.podUID, headroomFor)[0];
+        if (workload) return await this.#reconcileWorkload(workload);
+        return;
       }
       if (namespace === this.#ns) await this.#ensureReferencedMountpointPod(name);
       return;
     }
-    if (
-      namespace === this.#ns && pod.metadata.labels?.[LABEL_COMPONENT] === COMPONENT_MOUNTPOINT_POD
-    ) {
+    const component = pod.metadata.labels?.[LABEL_COMPONENT];
+    if (namespace === this.#ns && component === COMPONENT_MOUNTPOINT_POD) {
       return await this.#reconcileMountpointPod(pod);
+    }
+    if (namespace === this.#ns && component === COMPONENT_HEADROOM_POD) {
+      return await this.#reconcileHeadroomPod(pod);
     }
     return await this.#reconcileWorkload(pod);
   }
 
-  async #reconcileWorkload(pod: Pod): Promise<ProcessResult | void> {
-    if (!pod.spec.nodeName) return;
-    const uid = pod.metadata.uid!;
-    if (!isActiveWorkload(pod)) {
-      await this.detachWorkload(uid);
-      return;
-    }
+  /** The S3 volumes of a workload (and what a user must fix about the others). */
+  #volumesOf(pod: Pod): { volumes: WorkloadVolume[]; problems: VolumeProblem[] } {
     const { pvcs, pvs } = this.#o.caches;
-    const { volumes, problems } = workloadVolumes(pod, {
+    return workloadVolumes(pod, {
       pvc: (ns, n) => pvcs.get(`${ns}/${n}`),
       pv: (n) => pvs.get(n),
     });
+  }
+
+  async #reconcileWorkload(pod: Pod): Promise<ProcessResult | void> {
+    const uid = pod.metadata.uid!;
+    if (!pod.spec.nodeName) {
+      if (!isActiveWorkload(pod) || pod.metadata.deletionTimestamp) {
+        await this.#headroom.settle(uid, { ended: true });
+      } else if (hasHeadroomGate(pod)) {
+        const { volumes, problems } = this.#volumesOf(pod);
+        for (const p of problems) {
+          await this.#o.recorder.record(pod, "Warning", p.reason, p.message);
+        }
+        // Every claim must be bound first: the room reserved is that of all the volumes.
+        if (problems.length) return { requeueAfterMs: 30_000 };
+        await this.#headroom.reserve(pod, volumes);
+      }
+      return;
+    }
+    if (!isActiveWorkload(pod)) {
+      await this.detachWorkload(uid);
+      await this.#headroom.settle(uid, { ended: true });
+      return;
+    }
+    const { volumes, problems } = this.#volumesOf(pod);
     for (const p of problems) await this.#o.recorder.record(pod, "Warning", p.reason, p.message);
     let failed: unknown;
     for (const volume of volumes) {
@@ -211,8 +275,35 @@ export class Reconciler {
       }
     }
     if (failed) throw failed;
+    await this.#settleHeadroom(pod, volumes.length);
     // Problems are re-checked when the PVC changes; the slow retry covers PVs appearing later.
     return problems.length ? { requeueAfterMs: 30_000 } : undefined;
+  }
+
+  /** Release a bound workload's headroom pods as far as its Mountpoint Pods allow. */
+  async #settleHeadroom(pod: Pod, volumes: number): Promise<void> {
+    const uid = pod.metadata.uid!;
+    if (!this.#headroom.reserved(uid)) return;
+    const mountpointPods = this.#o.caches.s3pas.byIndex(INDEX.s3paWorkload, uid).flatMap(
+      (cached) => {
+        const s3pa = this.#s3pas.get(cached.metadata.name!);
+        const mp = s3pa ? mountpointPodOf(s3pa, uid) : undefined;
+        const p = mp ? this.#pods.get(`${this.#ns}/${mp}`) : undefined;
+        return p ? [p] : [];
+      },
+    );
+    await this.#headroom.settle(uid, { ended: false, volumes, mountpointPods });
+  }
+
+  /** A headroom pod: its workload's flow goes on, or it goes when its workload is gone. */
+  async #reconcileHeadroomPod(hp: Pod): Promise<ProcessResult | void> {
+    const uid = hp.metadata.labels?.[LABEL_HEADROOM_FOR];
+    const workload = uid ? this.#o.caches.pods.byIndex(INDEX.podUID, uid)[0] : undefined;
+    if (!workload) {
+      if (uid) await this.#headroom.settle(uid, { ended: true });
+      return;
+    }
+    return await this.#reconcileWorkload(workload);
   }
 
   #findAttachment(key: SharingKey, name: string): MountpointS3PodAttachment | undefined {
@@ -241,7 +332,7 @@ export class Reconciler {
             volume.pv,
           );
           const time = kubeTime(new Date(this.#now()));
-          const batch = [pod, ...this.#companions(pod, volume, key, s3pa)];
+          const batch = [pod, ...this.#companions(pod, volume, key, s3pa, mp)];
           const entries = batch.map((p) => ({
             workloadPodUID: p.metadata.uid!,
             attachmentTime: time,
@@ -302,17 +393,20 @@ export class Reconciler {
     volume: WorkloadVolume,
     key: SharingKey,
     s3pa: MountpointS3PodAttachment | undefined,
+    mp: string,
   ): Pod[] {
     if (!volume.pvc) return []; // an inline volume is its pod's alone
     const claim = `${pod.metadata.namespace}/${volume.pvc.metadata.name}`;
     const attached = new Set(s3pa ? workloadUIDs(s3pa) : []);
     const canonical = canonicalSharingKey(key);
+    const mpTolerations = this.#pods.get(`${this.#ns}/${mp}`)?.spec.tolerations;
     const out: Pod[] = [];
     for (const other of this.#o.caches.pods.byIndex(INDEX.podClaim, claim)) {
       if (out.length >= MAX_BATCH - 1) break;
       const uid = other.metadata.uid;
       if (!uid || uid === pod.metadata.uid || attached.has(uid)) continue;
       if (other.spec.nodeName !== pod.spec.nodeName || !isActiveWorkload(other)) continue;
+      if (!coversTolerations(mpTolerations, other.spec.tolerations)) continue;
       try {
         const k = sharingKey(
           other,
@@ -347,37 +441,66 @@ export class Reconciler {
     key: SharingKey,
     pv: PersistentVolume,
   ): Promise<string> {
-    const version = this.#o.podConfig.driverVersion;
     const inMap = Object.keys(s3pa?.spec.mountpointS3PodAttachments ?? {}).sort();
     for (const mp of inMap) {
-      if (acceptsNewWorkload(this.#pods.get(`${this.#ns}/${mp}`), version)) return mp;
+      if (this.#accepts(this.#pods.get(`${this.#ns}/${mp}`), pod)) return mp;
     }
     for (let i = 0;; i++) {
       const mp = mountpointPodName(attachmentName, i);
       if (inMap.includes(mp)) continue;
       const existing = this.#pods.get(`${this.#ns}/${mp}`);
       if (existing) {
-        if (acceptsNewWorkload(existing, version)) return mp;
+        if (this.#accepts(existing, pod)) return mp;
         continue;
       }
-      await this.#createMountpointPod(mp, attachmentName, key, pv, pod);
+      await this.#createMountpointPod(mp, attachmentName, key, pv, [pod]);
       return mp;
     }
   }
 
+  /**
+   * True when Mountpoint Pod `mp` may serve workload `pod`: it takes new workloads and tolerates
+   * every `NoExecute` taint the workload does (else the workload could stay where its Mountpoint
+   * Pod is evicted).
+   */
+  #accepts(mp: Pod | undefined, pod: Pod): boolean {
+    return acceptsNewWorkload(mp, this.#o.podConfig.driverVersion) &&
+      coversTolerations(mp!.spec.tolerations, pod.spec.tolerations);
+  }
+
+  /** UID of Node `name` (the informer's, else a GET); undefined when there is no such Node. */
+  async #nodeUid(name: string): Promise<string | undefined> {
+    const cached = this.#o.caches.nodes?.get(name)?.metadata?.uid;
+    if (cached) return cached;
+    const node = await this.#o.client.get<KubeObject>(NODES, name);
+    return node?.metadata?.uid;
+  }
+
+  /** Create Mountpoint Pod `name` for `workloads` (the first one gets the events). */
   async #createMountpointPod(
     name: string,
     attachmentName: string,
     key: SharingKey,
     pv: PersistentVolume,
-    workload?: Pod,
+    workloads: readonly Pod[],
   ): Promise<void> {
+    const workload = workloads[0];
+    const nodeUid = await this.#nodeUid(key.nodeName);
+    if (!nodeUid) {
+      this.#log.warn(
+        "Node {node} is not known: Mountpoint Pod {mountpointPod} gets no owner (kubectl drain then calls it unmanaged)",
+        { node: key.nodeName, mountpointPod: name },
+      );
+    }
     const spec = mountpointPod(this.#o.podConfig, {
       name,
       attachmentName,
       spec: specOfKey(key),
       volumeAttributes: pv.spec.csi?.volumeAttributes ?? {},
       mountOptions: pv.spec.mountOptions ?? [],
+      workloadTolerations: workloads.map((w) => w.spec.tolerations),
+      ...(nodeUid ? { nodeUid } : {}),
+      ...optional("priorityClassName", this.#headroom.priorityClassFor(workloads)),
     });
     try {
       this.#pods.wrote(await this.#o.client.create(PODS, spec));
@@ -416,6 +539,16 @@ export class Reconciler {
       if (since !== undefined) {
         this.#readySince.delete(name);
         this.#o.metrics.mountpointPodReady((this.#now() - since) / 1000);
+      }
+      // Its workloads' headroom is no longer needed once all their Mountpoint Pods run.
+      for (const s3pa of this.#o.caches.s3pas.byIndex(INDEX.s3paMountpointPod, name)) {
+        for (const w of s3pa.spec.mountpointS3PodAttachments[name] ?? []) {
+          if (!this.#headroom.reserved(w.workloadPodUID)) continue;
+          const workload = this.#o.caches.pods.byIndex(INDEX.podUID, w.workloadPodUID)[0];
+          if (workload) {
+            await this.#settleHeadroom(workload, this.#volumesOf(workload).volumes.length);
+          }
+        }
       }
       return;
     }
@@ -490,12 +623,15 @@ export class Reconciler {
       "Mountpoint Pod {mountpointPod} is gone but serves {count} workloads: recreating it",
       { mountpointPod: name, count: active.length },
     );
+    const pods = active.flatMap((w) =>
+      this.#o.caches.pods.byIndex(INDEX.podUID, w.workloadPodUID).slice(0, 1)
+    );
     await this.#createMountpointPod(
       name,
       s3pa.metadata.name!,
       keyOfAttachment(s3pa.spec, s3pa.metadata.labels),
       pv,
-      workload,
+      pods,
     );
   }
 
@@ -552,10 +688,36 @@ export class Reconciler {
   async #markNeedsUnmount(mp: string): Promise<void> {
     const pod = this.#pods.get(`${this.#ns}/${mp}`);
     if (!pod || pod.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT] === TRUE) return;
+    const unschedulable = !pod.spec.nodeName &&
+      pod.status?.conditions?.some((c) =>
+        c.type === "PodScheduled" && c.status === "False" && c.reason === "Unschedulable"
+      );
+    if (unschedulable) {
+      // The scheduler could not place it (no room on the node, say): nothing was mounted for it,
+      // no node plugin will ever unmount it. Deleted at once instead of waiting for the stale
+      // sweep.
+      const gone = await this.#o.client.delete(PODS, mp, this.#ns, {
+        preconditions: { uid: pod.metadata.uid! },
+        gracePeriodSeconds: 0,
+      }).catch((err) => {
+        if (err instanceof ConflictError) return false;
+        throw err;
+      });
+      if (gone) this.#pods.deleted(`${this.#ns}/${mp}`);
+      this.#log.info("Deleted unschedulable Mountpoint Pod {mountpointPod}: no workload left", {
+        mountpointPod: mp,
+      });
+      return;
+    }
     try {
       this.#pods.wrote(
+        // The label takes the pod out of the PodDisruptionBudget that refuses evicting Mountpoint
+        // Pods in use (node drain may then evict it); the annotation is what the node plugin reads.
         await this.#o.client.patch<Pod>(PODS, mp, this.#ns, {
-          metadata: { annotations: { [ANNOTATION_NEEDS_UNMOUNT]: TRUE } },
+          metadata: {
+            annotations: { [ANNOTATION_NEEDS_UNMOUNT]: TRUE },
+            labels: { [LABEL_NEEDS_UNMOUNT]: TRUE },
+          },
         }),
       );
       this.#log.info("Mountpoint Pod {mountpointPod} has no workload left: marked needs-unmount", {
@@ -565,4 +727,9 @@ export class Reconciler {
       if (!(err instanceof NotFoundError)) throw err;
     }
   }
+}
+
+/** `{ [key]: value }`, or nothing when `value` is undefined (exact optional properties). */
+function optional<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
 }

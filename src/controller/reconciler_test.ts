@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachment.ts";
 import { FakeKubeClient, objectKey } from "../kube/fake_client.ts";
+import type { KubeObject } from "../kube/client.ts";
 import { Informer } from "../kube/informer.ts";
 import {
   ApiEventRecorder,
@@ -8,7 +9,7 @@ import {
   MemoryEventRecorder,
 } from "../kube/event_recorder.ts";
 import { ApiError } from "../kube/errors.ts";
-import { EVENTS, PODS, PVCS, PVS, SERVICE_ACCOUNTS } from "../kube/resources.ts";
+import { EVENTS, NODES, PODS, PVCS, PVS, SERVICE_ACCOUNTS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import type {
   PersistentVolume,
@@ -19,13 +20,18 @@ import type {
 import {
   ANNOTATION_BROKEN,
   ANNOTATION_NEEDS_UNMOUNT,
+  GATE_RESERVE_HEADROOM,
   LABEL_COMPONENT,
   LABEL_DRIVER_VERSION,
+  LABEL_HEADROOM_ROLE,
+  LABEL_NEEDS_UNMOUNT,
 } from "../mppod/labels.ts";
+import { SCHEDULING_TOLERATIONS } from "../mppod/tolerations.ts";
 import type { MountpointPodConfig } from "../mppod/pod_spec.ts";
 import { inlineVolumeHandle } from "../csi/inline_volume.ts";
 import { type ControllerMetrics, NO_METRICS } from "./metrics.ts";
 import { type ControllerCaches, Reconciler, registerIndexes } from "./reconciler.ts";
+import type { HeadroomConfig } from "./headroom_pods.ts";
 
 const POD_CONFIG: MountpointPodConfig = {
   namespace: "mount-s3",
@@ -111,7 +117,11 @@ interface Harness extends AsyncDisposable {
 }
 
 async function harness(
-  o: { recorder?: (client: FakeKubeClient) => EventRecorder; metrics?: ControllerMetrics } = {},
+  o: {
+    recorder?: (client: FakeKubeClient) => EventRecorder;
+    metrics?: ControllerMetrics;
+    headroom?: HeadroomConfig;
+  } = {},
 ): Promise<Harness> {
   const client = new FakeKubeClient();
   const caches: ControllerCaches = {
@@ -129,6 +139,7 @@ async function harness(
     podConfig: POD_CONFIG,
     recorder: o.recorder?.(client) ?? recorder,
     metrics: o.metrics ?? NO_METRICS,
+    ...(o.headroom ? { headroom: o.headroom } : {}),
   });
   caches.pods.on({ delete: (p) => reconciler.podDeleted(p) });
   const ctl = new AbortController();
@@ -210,7 +221,8 @@ Deno.test("Reconciler: one workload gets one Mountpoint Pod and one S3PA with th
     w.metadata.uid,
   );
   assert.equal(mp.metadata.labels?.[LABEL_COMPONENT], "mountpoint-pod");
-  assert.deepEqual(mp.spec.tolerations, [{ operator: "Exists" }]);
+  assert.deepEqual(mp.spec.tolerations, SCHEDULING_TOLERATIONS, "no NoExecute taint tolerated");
+  assert.equal(mp.metadata.ownerReferences, undefined, "no Node object: no owner");
   assert.equal(mp.spec.securityContext?.runAsUser, 1000);
   // Idempotent: a second pass writes nothing.
   const after = { ...h.client.writes };
@@ -280,6 +292,10 @@ Deno.test("Reconciler: detach marks needs-unmount, deletes the S3PA, then delete
   await h.client.create(PODS, workload("a", "pv-1"));
   await h.client.create(PODS, workload("b", "pv-1"));
   await h.reconcileAll();
+  // The scheduler binds the Mountpoint Pod.
+  await h.client.patch(PODS, mpPods(h)[0]!.metadata.name!, "mount-s3", {
+    spec: { nodeName: "node-1" },
+  });
   await h.client.delete(PODS, "a", "default");
   await h.settle();
   await h.reconciler.reconcile("default/a");
@@ -292,9 +308,106 @@ Deno.test("Reconciler: detach marks needs-unmount, deletes the S3PA, then delete
   assert.equal(s3pas(h).length, 0);
   const [mp] = mpPods(h);
   assert.equal(mp!.metadata.annotations?.[ANNOTATION_NEEDS_UNMOUNT], "true");
+  assert.equal(
+    mp!.metadata.labels?.[LABEL_NEEDS_UNMOUNT],
+    "true",
+    "labelled too: out of the PodDisruptionBudget",
+  );
   await h.client.patch(PODS, mp!.metadata.name!, "mount-s3", { status: { phase: "Succeeded" } });
   await h.reconcileAll();
   assert.equal(mpPods(h).length, 0);
+});
+
+Deno.test("Reconciler: a Mountpoint Pod the scheduler could not place is deleted at once when its last workload leaves", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, workload("a", "pv-1"));
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 1);
+  await h.client.patch(PODS, mpPods(h)[0]!.metadata.name!, "mount-s3", {
+    status: {
+      conditions: [{ type: "PodScheduled", status: "False", reason: "Unschedulable" }],
+    },
+  });
+  await h.client.delete(PODS, "a", "default");
+  await h.settle();
+  await h.reconciler.reconcile("default/a");
+  await h.settle();
+  assert.deepEqual(mpPods(h), [], "nothing was mounted for it: no node plugin would unmount it");
+  assert.equal(s3pas(h).length, 0);
+});
+
+Deno.test("Reconciler: a Mountpoint Pod is controlled by its Node (kubectl drain sees it managed)", async () => {
+  await using h = await harness();
+  const node = await h.client.create<KubeObject>(NODES, { metadata: { name: "node-1" } });
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, workload("a", "pv-1"));
+  await h.reconcileAll();
+  assert.deepEqual(mpPods(h)[0]!.metadata.ownerReferences, [{
+    apiVersion: "v1",
+    kind: "Node",
+    name: "node-1",
+    uid: node.metadata!.uid,
+    controller: true,
+  }]);
+});
+
+/** A toleration of the `NoExecute` taint `key`, as a workload would carry it. */
+function tolerating(pod: Pod, key: string, seconds?: number): Pod {
+  pod.spec.tolerations = [
+    {
+      key: "node.kubernetes.io/not-ready",
+      operator: "Exists",
+      effect: "NoExecute",
+      tolerationSeconds: 300,
+    },
+    {
+      key,
+      operator: "Equal",
+      value: "yes",
+      effect: "NoExecute",
+      ...(seconds ? { tolerationSeconds: seconds } : {}),
+    },
+    { key: "dedicated", operator: "Exists", effect: "NoSchedule" },
+  ];
+  return pod;
+}
+
+Deno.test("Reconciler: a Mountpoint Pod tolerates scheduling taints and its workloads' NoExecute tolerations, for as long as they stay", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, tolerating(workload("a", "pv-1"), "maintenance", 60));
+  await h.reconcileAll();
+  assert.deepEqual(mpPods(h)[0]!.spec.tolerations, [
+    ...SCHEDULING_TOLERATIONS,
+    { key: "maintenance", operator: "Equal", value: "yes", effect: "NoExecute" },
+    { key: "node.kubernetes.io/not-ready", operator: "Exists", effect: "NoExecute" },
+  ]);
+});
+
+Deno.test("Reconciler: a workload tolerating a NoExecute taint its key's Mountpoint Pod does not gets its own; equal tolerations share", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, workload("plain", "pv-1"));
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 1);
+  await h.client.create(PODS, tolerating(workload("tolerant", "pv-1"), "maintenance"));
+  await h.client.create(PODS, tolerating(workload("tolerant-too", "pv-1"), "maintenance", 30));
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 2, "the tolerant workloads share a second Mountpoint Pod");
+  const [s3pa] = s3pas(h);
+  assert.deepEqual(
+    Object.values(s3pa!.spec.mountpointS3PodAttachments).map((l) => l.length).sort(),
+    [1, 2],
+  );
+  // A plain workload fits the tolerant pod too (it tolerates more), but takes the first that fits.
+  await h.client.create(PODS, workload("plain-too", "pv-1"));
+  await h.reconcileAll();
+  assert.equal(mpPods(h).length, 2);
 });
 
 Deno.test("Reconciler: a Mountpoint Pod deleted by hand while workloads remain is recreated", async () => {
@@ -668,4 +781,162 @@ Deno.test("Reconciler: a problem that persists is one Event whose count grows", 
   for (let i = 0; i < 3; i++) await h.reconcileAll();
   const events = h.client.objects<{ reason: string; count: number } & Pod>(EVENTS);
   assert.deepEqual(events.map((e) => [e.reason, e.count]), [["PersistentVolumeClaimUnbound", 3]]);
+});
+
+const HEADROOM: HeadroomConfig = {
+  namespace: "mount-s3",
+  image: "pause:3.10",
+  priorityClassName: "mount-s3-headroom",
+  preemptingPriorityClassName: "mount-s3-preempting",
+};
+
+/** A workload that opted in to headroom: gated, unscheduled, 200m CPU. */
+function gatedWorkload(name: string, pvName: string): Pod {
+  const w = workload(name, pvName);
+  delete w.spec.nodeName;
+  w.spec.schedulingGates = [{ name: GATE_RESERVE_HEADROOM }];
+  w.spec.containers[0]!.resources = { requests: { cpu: "200m", memory: "100Mi" } };
+  w.spec.nodeSelector = { disk: "ssd" };
+  w.spec.tolerations = [{ key: "dedicated", operator: "Exists", effect: "NoSchedule" }];
+  w.spec.priority = 0;
+  return w;
+}
+
+const headroomPods = (h: Harness) =>
+  mpPods(h).filter((p) => p.metadata.labels?.[LABEL_HEADROOM_ROLE]);
+const role = (p: Pod) => p.metadata.labels?.[LABEL_HEADROOM_ROLE];
+
+Deno.test("Reconciler headroom: a gated workload gets a placement pod for it and its Mountpoint Pod, and waits", async () => {
+  await using h = await harness({ headroom: HEADROOM });
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, gatedWorkload("w", "pv-1"));
+  await h.reconcileAll();
+  const [placement, ...more] = headroomPods(h);
+  assert.deepEqual(more, []);
+  assert.equal(role(placement!), "placement");
+  assert.equal(placement!.spec.priorityClassName, "mount-s3-headroom");
+  assert.deepEqual(placement!.spec.containers[0]!.resources, {
+    requests: { cpu: "250m", memory: String(100 * 2 ** 20 + 64 * 2 ** 20) },
+  }, "the workload's requests plus the Mountpoint Pod's (50m, 64Mi)");
+  assert.deepEqual(placement!.spec.nodeSelector, { disk: "ssd" }, "where the workload could go");
+  assert.deepEqual(placement!.spec.tolerations, [
+    { key: "dedicated", operator: "Exists", effect: "NoSchedule" },
+  ]);
+  assert.equal(s3pas(h).length, 0, "no attachment before the workload is bound");
+  assert.ok(h.recorder.events.some((e) => e.reason === "HeadroomReserving"));
+  // The scheduler finds no room: the workload hears why.
+  await h.client.patch(PODS, placement!.metadata.name!, "mount-s3", {
+    status: {
+      conditions: [{
+        type: "PodScheduled",
+        status: "False",
+        reason: "Unschedulable",
+        message: "0/1 nodes are available: 1 Insufficient cpu.",
+      }],
+    },
+  });
+  await h.reconcileAll();
+  const pending = h.recorder.events.find((e) => e.reason === "HeadroomPending");
+  assert.match(pending?.message ?? "", /Insufficient cpu/);
+  const w = h.client.objects<Pod>(PODS).find((p) => p.metadata.name === "w")!;
+  assert.deepEqual(w.spec.schedulingGates, [{ name: GATE_RESERVE_HEADROOM }], "still gated");
+});
+
+Deno.test("Reconciler headroom: placement bound → workload pinned and ungated, Mountpoint Pod preempting, headroom released once it runs", async () => {
+  await using h = await harness({ headroom: HEADROOM });
+  const node = await h.client.create<KubeObject>(NODES, { metadata: { name: "node-1" } });
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, gatedWorkload("w", "pv-1"));
+  await h.reconcileAll();
+  const placement = headroomPods(h)[0]!;
+  // Bound by the scheduler; the Priority admission resolved its class.
+  await h.client.patch(PODS, placement.metadata.name!, "mount-s3", {
+    spec: { nodeName: "node-1", priority: -10 },
+  });
+  await h.reconcileAll();
+  const mpRes = headroomPods(h).find((p) => role(p) === "mountpoint")!;
+  assert.ok(mpRes, "a mountpoint headroom pod");
+  assert.deepEqual(mpRes.spec.containers[0]!.resources, {
+    requests: { cpu: "50m", memory: String(64 * 2 ** 20) },
+  });
+  assert.match(JSON.stringify(mpRes.spec.affinity), /"values":\["node-1"\]/);
+  assert.equal(mpRes.metadata.ownerReferences?.length, 1);
+  assert.ok(
+    headroomPods(h).some((p) => role(p) === "placement"),
+    "left for the workload to preempt",
+  );
+  let w = h.client.objects<Pod>(PODS).find((p) => p.metadata.name === "w")!;
+  assert.equal(w.spec.schedulingGates, undefined, "ungated");
+  assert.deepEqual(w.spec.affinity, {
+    nodeAffinity: {
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: [{
+          matchFields: [{ key: "metadata.name", operator: "In", values: ["node-1"] }],
+        }],
+      },
+    },
+  });
+  assert.ok(h.recorder.events.some((e) => e.reason === "HeadroomReserved"));
+  // The scheduler binds the workload (after preempting the placement pod).
+  await h.client.patch(PODS, "w", "default", { spec: { nodeName: "node-1" } });
+  await h.reconcileAll();
+  const mp = mpPods(h).find((p) => !role(p))!;
+  assert.equal(mp.spec.priorityClassName, "mount-s3-preempting", "it may preempt the headroom");
+  assert.deepEqual(headroomPods(h).map(role), ["mountpoint"], "the placement pod is gone");
+  await h.client.patch(PODS, mp.metadata.name!, "mount-s3", { status: { phase: "Running" } });
+  await h.reconcileAll();
+  assert.deepEqual(headroomPods(h), [], "released once the Mountpoint Pod runs");
+  w = h.client.objects<Pod>(PODS).find((p) => p.metadata.name === "w")!;
+  assert.equal(w.spec.nodeName, "node-1");
+  assert.equal(node.metadata?.name, "node-1");
+});
+
+Deno.test("Reconciler headroom: a workload that cannot preempt gets the room by the placement pod's deletion", async () => {
+  await using h = await harness({ headroom: HEADROOM });
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  const w = gatedWorkload("w", "pv-1");
+  w.spec.preemptionPolicy = "Never";
+  await h.client.create(PODS, w);
+  await h.reconcileAll();
+  await h.client.patch(PODS, headroomPods(h)[0]!.metadata.name!, "mount-s3", {
+    spec: { nodeName: "node-1", priority: -10 },
+  });
+  await h.reconcileAll();
+  assert.deepEqual(headroomPods(h).map(role), ["mountpoint"]);
+});
+
+Deno.test("Reconciler headroom: gone workload → headroom pods deleted; no S3 volume → ungated; off → a Warning", async () => {
+  await using h = await harness({ headroom: HEADROOM });
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  await h.client.create(PODS, gatedWorkload("w", "pv-1"));
+  await h.reconcileAll();
+  assert.equal(headroomPods(h).length, 1);
+  await h.client.delete(PODS, "w", "default");
+  await h.settle();
+  await h.reconciler.reconcile("default/w");
+  await h.settle();
+  assert.deepEqual(headroomPods(h), []);
+
+  const plain = gatedWorkload("plain", "pv-1");
+  plain.spec.volumes = [];
+  await h.client.create(PODS, plain);
+  await h.reconcileAll();
+  const p = h.client.objects<Pod>(PODS).find((x) => x.metadata.name === "plain")!;
+  assert.equal(p.spec.schedulingGates, undefined);
+  assert.ok(h.recorder.events.some((e) => e.reason === "HeadroomNotNeeded"));
+
+  await using off = await harness();
+  await off.client.create(PVS, pv("pv-1"));
+  await off.client.create(PVCS, pvc("pv-1"));
+  await off.client.create(PODS, gatedWorkload("w", "pv-1"));
+  await off.reconcileAll();
+  assert.deepEqual(headroomPods(off), []);
+  assert.match(
+    off.recorder.events.find((e) => e.reason === "HeadroomDisabled")?.message ?? "",
+    /remove the gate/,
+  );
 });

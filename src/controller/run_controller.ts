@@ -17,12 +17,12 @@ import type { MountpointS3PodAttachment } from "../api/mountpoint_s3_pod_attachm
 import { parseEndpoint } from "../csi/endpoint.ts";
 import { IdentityService } from "../csi/identity_service.ts";
 import { CsiServer, type CsiServices } from "../csi/server.ts";
-import { type KubeClient, objectKey } from "../kube/client.ts";
+import { type KubeClient, type KubeObject, objectKey } from "../kube/client.ts";
 import { ApiEventRecorder } from "../kube/event_recorder.ts";
 import { Informer } from "../kube/informer.ts";
 import { loadKubeConfig } from "../kube/kube_config.ts";
 import { leaderElectionProblem, LeaderElector } from "../kube/leader_election.ts";
-import { PODS, PVCS, PVS, SERVICE_ACCOUNTS } from "../kube/resources.ts";
+import { NODES, PODS, PVCS, PVS, SERVICE_ACCOUNTS } from "../kube/resources.ts";
 import { S3PAS } from "../api/mountpoint_s3_pod_attachment.ts";
 import { RestKubeClient } from "../kube/rest_client.ts";
 import { withSignal } from "../kube/signal_client.ts";
@@ -40,10 +40,11 @@ import { logger } from "../util/log.ts";
 import { aborted } from "../util/sleep.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
 import { type ControllerConfig, LEADER_LEASE_NAME } from "../options/controller_options.ts";
-import { slimPod, slimServiceAccount, withoutManagedFields } from "./cache_transforms.ts";
+import { slimNode, slimPod, slimServiceAccount, withoutManagedFields } from "./cache_transforms.ts";
 import { PromControllerMetrics } from "./prom_metrics.ts";
 import { type ControllerCaches, INDEX, Reconciler, registerIndexes } from "./reconciler.ts";
 import { StaleCleaner } from "./stale_cleaner.ts";
+import type { HeadroomConfig } from "./headroom_pods.ts";
 import { WorkQueue } from "../util/work_queue.ts";
 
 /** The CSI Controller service (dynamic provisioning) the controller serves on `--csi-endpoint`. */
@@ -85,6 +86,16 @@ export function mountpointPodConfig(config: ControllerConfig): MountpointPodConf
     workSizeLimit: config["mountpoint-work-size-limit"],
     cacheSizeLimit: config["mountpoint-cache-size-limit"],
     metricsPort: config["mountpoint-metrics-port"],
+  };
+}
+
+/** Headroom settings from the controller's configuration (off unless all three are set). */
+export function headroomConfig(config: ControllerConfig): HeadroomConfig {
+  return {
+    namespace: config["mountpoint-namespace"],
+    image: config["mountpoint-headroom-image"],
+    priorityClassName: config["mountpoint-headroom-priority-class-name"],
+    preemptingPriorityClassName: config["mountpoint-preempting-priority-class-name"],
   };
 }
 
@@ -243,6 +254,7 @@ async function runReconciler(
     serviceAccounts: new Informer<ServiceAccount>(client, SERVICE_ACCOUNTS, {
       transform: slimServiceAccount,
     }),
+    nodes: new Informer<KubeObject>(client, NODES, { transform: slimNode }),
   };
   registerIndexes(caches);
   const podConfig = mountpointPodConfig(config);
@@ -252,6 +264,7 @@ async function runReconciler(
     podConfig,
     recorder: new ApiEventRecorder(client, "s3-csi-controller", identity),
     metrics,
+    headroom: headroomConfig(config),
   });
   const queue = new WorkQueue({
     workers: config.workers,

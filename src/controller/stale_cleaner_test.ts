@@ -90,7 +90,7 @@ async function setup() {
           labels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
           ...extra,
         },
-        spec: { containers: [{ name: "mountpoint", image: "m" }] },
+        spec: { nodeName: "n1", containers: [{ name: "mountpoint", image: "m" }] },
         status: { phase: phase as "Running" },
       });
     },

@@ -33,6 +33,10 @@ export const PRIORITY_CLASS_POLICY = "s3-csi-mountpoint-priority-classes";
 export const VOLUME_POLICY = "s3-csi-volumes";
 /** ValidatingAdmissionPolicy (and binding) refusing StorageClasses the provisioner would refuse. */
 export const STORAGE_CLASS_POLICY = "s3-csi-storageclasses";
+/** Admission policy narrowing the controller's pod patches (headroom). */
+export const CONTROLLER_POLICY = "s3-csi-controller-restriction";
+/** PodDisruptionBudget of the Mountpoint Pods in use (in the Mountpoint namespace). */
+export const MOUNTPOINT_PDB = "s3-csi-mountpoint-pods";
 /** Lease the csi-provisioner sidecar takes (its driver name with `.`/`/` replaced by `-`). */
 export const PROVISIONER_LEASE: string = DRIVER_NAME.replace(/[./]/g, "-");
 /** Field manager of `deno task deploy`. */

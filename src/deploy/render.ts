@@ -15,6 +15,7 @@ import {
   renderCaConfigMaps,
   renderCrd,
   renderCsiDriver,
+  renderMountpointDisruptionBudget,
   renderNamespaces,
   renderPriorityClasses,
 } from "./render_cluster.ts";
@@ -23,6 +24,7 @@ import { NODE_CONTAINERS, renderNodeDaemonSet } from "./render_node.ts";
 import { renderNodePolicy } from "./render_node_policy.ts";
 import { renderMountpointPolicies } from "./render_mountpoint_policies.ts";
 import { renderVolumePolicies } from "./render_volume_policy.ts";
+import { renderControllerPolicy } from "./render_controller_policy.ts";
 import { PROVISIONER_CONTAINERS, renderProvisionerDeployment } from "./render_provisioner.ts";
 import { renderRbac } from "./render_rbac.ts";
 import { renderMountpointMetricsService } from "./render_mountpoint_metrics.ts";
@@ -70,8 +72,10 @@ export function renderManifests(v: DeployValues): Manifest[] {
     ...renderNodePolicy(v),
     ...renderMountpointPolicies(v),
     ...renderVolumePolicies(v),
+    ...renderControllerPolicy(v),
     ...renderCaConfigMaps(v),
     ...renderMountpointMetricsService(v),
+    ...renderMountpointDisruptionBudget(v),
     deployment,
     ...provisioner,
     daemonSet,

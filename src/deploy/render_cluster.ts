@@ -1,14 +1,15 @@
 /**
  * Cluster-level objects: namespaces, the S3PA CRD, the CSIDriver, the Mountpoint Pods'
- * PriorityClasses and the custom CA ConfigMaps.
+ * PriorityClasses and PodDisruptionBudget, and the custom CA ConfigMaps.
  *
  * @module
  */
 import { s3paCrd } from "../api/mountpoint_s3_pod_attachment.ts";
+import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT, LABEL_NEEDS_UNMOUNT } from "../mppod/labels.ts";
 import { DRIVER_NAME } from "../util/version.ts";
 import type { Manifest } from "./k8s_objects.ts";
-import { commonLabels, SYSTEM_NAMESPACES } from "./names.ts";
-import type { DeployValues } from "./values.ts";
+import { commonLabels, MOUNTPOINT_PDB, SYSTEM_NAMESPACES } from "./names.ts";
+import { type DeployValues, headroomOn } from "./values.ts";
 
 /** PEM bundle key in the CA ConfigMaps (the controller mounts it into Mountpoint Pods). */
 export const CA_BUNDLE_KEY = "ca-bundle.crt";
@@ -108,25 +109,61 @@ export function renderPriorityClasses(v: DeployValues): Manifest[] {
       "Never",
       "Mountpoint Pods: scheduled next to their workload, never preempt",
     ),
-    ...(m.preemptingPriorityClassName
-      ? [pc(
-        m.preemptingPriorityClassName,
-        999_999_999,
-        "PreemptLowerPriority",
-        "Mountpoint Pods that may preempt (headroom mode)",
-      )]
-      : []),
-    ...(m.headroomPriorityClassName
+    // Headroom only (the preempting class on Mountpoint Pods of workloads that reserved headroom).
+    ...(headroomOn(v)
       ? [
+        pc(
+          m.preemptingPriorityClassName,
+          999_999_999,
+          "PreemptLowerPriority",
+          "Mountpoint Pods of workloads that reserved headroom: they preempt its headroom pods",
+        ),
         pc(
           m.headroomPriorityClassName,
           -10,
           "Never",
-          "Headroom pods reserving room for Mountpoint Pods",
+          "Headroom pods reserving room for a workload and its Mountpoint Pods",
         ),
       ]
       : []),
   ];
+}
+
+/**
+ * More healthy pods than can ever exist: with an integer `minAvailable` the disruption controller
+ * needs no owner with a scale subresource (Mountpoint Pods are owned by their Node), and no
+ * eviction is ever allowed.
+ */
+export const NEVER_EVICT_MIN_AVAILABLE = 2_147_483_647;
+
+/**
+ * The PodDisruptionBudget of Mountpoint Pods in use: it selects every Mountpoint Pod without the
+ * `needs-unmount` label (the controller sets it when the last workload leaves) and allows no
+ * eviction. `kubectl drain` then evicts the workloads, retries the Mountpoint Pods ("Cannot evict
+ * pod as it would violate the pod's disruption budget") until they are released — unmounted
+ * cleanly, Succeeded, deleted — or, once labelled, evictable. The eviction API ignores budgets for
+ * Pending and finished pods, so a Mountpoint Pod that never started does not hold a drain; a
+ * running one that is not Ready stays protected (`IfHealthyBudget`): it may still serve mounts.
+ */
+export function renderMountpointDisruptionBudget(v: DeployValues): Manifest[] {
+  if (!v.mountpointPod.disruptionBudget) return [];
+  return [{
+    apiVersion: "policy/v1",
+    kind: "PodDisruptionBudget",
+    metadata: {
+      name: MOUNTPOINT_PDB,
+      namespace: v.mountpointPod.namespace,
+      labels: commonLabels(v, "mountpoint-pods"),
+    },
+    spec: {
+      minAvailable: NEVER_EVICT_MIN_AVAILABLE,
+      selector: {
+        matchLabels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
+        matchExpressions: [{ key: LABEL_NEEDS_UNMOUNT, operator: "DoesNotExist" }],
+      },
+      unhealthyPodEvictionPolicy: "IfHealthyBudget",
+    },
+  }];
 }
 
 /** CA ConfigMaps in the driver and Mountpoint namespaces, when the PEM data is in the values. */

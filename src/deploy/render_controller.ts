@@ -20,7 +20,7 @@ import {
   tolerations,
 } from "./pod_parts.ts";
 import { optionEnv, optionFieldEnv, settingArgs } from "./settings.ts";
-import { type DeployValues, driverImage } from "./values.ts";
+import { type DeployValues, driverImage, headroomOn } from "./values.ts";
 
 /** Container names. */
 export const CONTROLLER_CONTAINERS = {
@@ -40,8 +40,13 @@ export function controllerEnv(v: DeployValues): EnvVar[] {
     e("mountpoint-image", driverImage(v, "mounter")),
     e("mountpoint-image-pull-policy", v.image.pullPolicy),
     e("mountpoint-priority-class-name", m.priorityClassName),
-    e("mountpoint-preempting-priority-class-name", m.preemptingPriorityClassName),
-    e("mountpoint-headroom-priority-class-name", m.headroomPriorityClassName),
+    ...(headroomOn(v)
+      ? [
+        e("mountpoint-preempting-priority-class-name", m.preemptingPriorityClassName),
+        e("mountpoint-headroom-priority-class-name", m.headroomPriorityClassName),
+        e("mountpoint-headroom-image", m.headroomImage),
+      ]
+      : []),
     e("mountpoint-uid", m.uid),
     e("mountpoint-command", m.command),
     e("mountpoint-work-size-limit", m.workSizeLimit),

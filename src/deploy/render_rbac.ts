@@ -25,7 +25,7 @@ import {
   PROVISIONER_LEASE,
   PROVISIONER_SERVICE_ACCOUNT,
 } from "./names.ts";
-import type { DeployValues } from "./values.ts";
+import { type DeployValues, headroomOn } from "./values.ts";
 
 /** Where a permission applies. */
 export type PermissionScope = "cluster" | "mountpoint-namespace" | "driver-namespace";
@@ -44,6 +44,8 @@ export interface Permission {
   readonly resourceNames?: readonly string[];
   /** Why the component needs it (shown in the rendered rule's comment-free YAML via the ADR). */
   readonly why: string;
+  /** Granted only when headroom is on (`mountpointPod.*` headroom values). */
+  readonly headroomOnly?: true;
 }
 
 /** Components that get RBAC. */
@@ -101,10 +103,27 @@ export const CONTROLLER_PERMISSIONS: readonly Permission[] = [
   },
   {
     group: "",
+    resource: "pods",
+    verbs: ["patch"],
+    scope: "cluster",
+    headroomOnly: true,
+    why:
+      "headroom: pin a workload that opted in (scheduling gate) to its reserved node and remove the gate; the admission policy s3-csi-controller-restriction allows nothing else",
+  },
+  {
+    group: "",
     resource: "persistentvolumeclaims",
     verbs: ["list", "watch"],
     scope: "cluster",
     why: "informer: workload volume → PV",
+  },
+  {
+    group: "",
+    resource: "nodes",
+    verbs: ["get", "list", "watch"],
+    scope: "cluster",
+    why:
+      "the Node's UID: Mountpoint Pods are owned by their Node (kubectl drain sees them managed)",
   },
   {
     group: "",
@@ -214,8 +233,9 @@ function roleObjects(
   v: DeployValues,
   component: RbacComponent,
   serviceAccount: string,
-  perms: readonly Permission[],
+  all: readonly Permission[],
 ): Manifest[] {
+  const perms = all.filter((p) => !p.headroomOnly || headroomOn(v));
   const out: Manifest[] = [];
   const base = `s3-csi-${component}`;
   const meta = (name: string, namespace?: string) => ({

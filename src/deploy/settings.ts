@@ -42,6 +42,7 @@ export const MANAGED_CONTROLLER_SETTINGS: ReadonlySet<keyof typeof CONTROLLER_OP
     "mountpoint-priority-class-name",
     "mountpoint-preempting-priority-class-name",
     "mountpoint-headroom-priority-class-name",
+    "mountpoint-headroom-image",
     "mountpoint-uid",
     "mountpoint-cpu-request",
     "mountpoint-memory-request",

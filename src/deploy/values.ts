@@ -157,6 +157,12 @@ export interface DeployValues {
     tolerations: TolerationValues[];
     /** More controller settings by flag name (see `s3-csi-controller --help`). */
     settings: Record<string, string>;
+    /**
+     * With headroom on, the controller may patch pods in every namespace (to pin a workload that
+     * opted in and remove its scheduling gate): an admission policy (ValidatingAdmissionPolicy,
+     * Kubernetes ≥ 1.30) limits it to exactly that. Turn off only where such policies are not served.
+     */
+    restrictPodUpdates: boolean;
   };
   /**
    * Dynamic provisioning: its own Deployment (`s3-csi-provisioner`) and ServiceAccount, holding the
@@ -187,8 +193,16 @@ export interface DeployValues {
      * usable only by pods of the driver's two namespaces.
      */
     priorityClassName: string;
+    /**
+     * Headroom (`src/controller/headroom.ts`) is on when both classes and the image are set: the
+     * Mountpoint Pods of workloads with the scheduling gate `s3.csi.scality.com/reserve-headroom-for-mppod`
+     * get the preempting class, their headroom pods the headroom class and image. "" turns it off
+     * (and nothing of it is rendered).
+     */
     preemptingPriorityClassName: string;
     headroomPriorityClassName: string;
+    /** Pause image of headroom pods. */
+    headroomImage: string;
     /** Non-root uid/gid of the Mountpoint container. */
     uid: number;
     /** Entrypoint of the Mountpoint container (in the mounter image). */
@@ -224,6 +238,11 @@ export interface DeployValues {
      * volume and pod), with a headless Service `s3-csi-mountpoint-metrics` selecting them; 0: off.
      */
     metricsPort: number;
+    /**
+     * A PodDisruptionBudget that refuses evicting a Mountpoint Pod while a workload uses it (node
+     * drain evicts the workloads first; the Mountpoint Pods leave once released).
+     */
+    disruptionBudget: boolean;
   };
   /** Custom CA for the S3 endpoint. */
   tls: {
@@ -293,6 +312,7 @@ export function defaultValues(): DeployValues {
       nodeSelector: {},
       tolerations: [],
       settings: {},
+      restrictPodUpdates: true,
     },
     provisioner: {
       enabled: true,
@@ -315,10 +335,18 @@ export function defaultValues(): DeployValues {
       restrictPodCreation: true,
       restrictPriorityClasses: true,
       metricsPort: 9102,
+      headroomImage: "registry.k8s.io/pause:3.10",
+      disruptionBudget: true,
     },
     tls: { caCertConfigMap: "", caCertData: "" },
     proxy: { httpProxy: "", httpsProxy: "", noProxy: "" },
   };
+}
+
+/** True when the values turn headroom on (both priority classes and the image set). */
+export function headroomOn(v: DeployValues): boolean {
+  const m = v.mountpointPod;
+  return Boolean(m.preemptingPriorityClassName && m.headroomPriorityClassName && m.headroomImage);
 }
 
 /** Image reference of a driver component, derived from registry and tag unless set. */

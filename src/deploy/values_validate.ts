@@ -303,6 +303,10 @@ function semantic(v: DeployValues, problems: string[]): void {
       k !== "priorityClassName",
     );
   }
+  if (v.mountpointPod.headroomImage) {
+    const problem = imageProblem(v.mountpointPod.headroomImage);
+    if (problem) problems.push(`mountpointPod.headroomImage: ${problem}`);
+  }
   if (v.mountpointPod.resources.limits.cpu) {
     problems.push(
       "mountpointPod.resources.limits.cpu: the controller sets no CPU limit on Mountpoint Pods",

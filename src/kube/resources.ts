@@ -150,6 +150,14 @@ export const VALIDATING_ADMISSION_POLICY_BINDINGS = admission(
   "validatingadmissionpolicybindings",
   "ValidatingAdmissionPolicyBinding",
 );
+/** PodDisruptionBudgets. */
+export const POD_DISRUPTION_BUDGETS: Resource = {
+  group: "policy",
+  version: "v1",
+  plural: "poddisruptionbudgets",
+  kind: "PodDisruptionBudget",
+  namespaced: true,
+};
 /** Deployments. */
 export const DEPLOYMENTS: Resource = {
   group: "apps",

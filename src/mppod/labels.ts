@@ -18,6 +18,14 @@ export const DEFAULT_MOUNTPOINT_NAMESPACE = "mount-s3";
 export const ANNOTATION_NEEDS_UNMOUNT = `${DRIVER_NAME}/needs-unmount`;
 
 /**
+ * Label `needs-unmount: "true"` on a Mountpoint Pod, set together with
+ * {@link ANNOTATION_NEEDS_UNMOUNT}. Writer: controller. Reader: the PodDisruptionBudget of
+ * Mountpoint Pods (`render_cluster.ts`), which selects only pods without it: a pod in use cannot be
+ * evicted (node drain waits for its workloads to go), a released one can.
+ */
+export const LABEL_NEEDS_UNMOUNT = `${DRIVER_NAME}/needs-unmount`;
+
+/**
  * Annotation `no-new-workload: "true"` on a Mountpoint Pod.
  * Writer: an operator (kubectl annotate). Reader: controller, which keeps existing workloads on the
  * pod but assigns new ones to a new Mountpoint Pod (e.g. to roll a new engine version).
@@ -61,6 +69,27 @@ export const LABEL_MOUNTPOINT_VERSION = `${DRIVER_NAME}/mountpoint-version`;
 export const LABEL_COMPONENT = `${DRIVER_NAME}/component`;
 /** Value of {@link LABEL_COMPONENT} on Mountpoint Pods. */
 export const COMPONENT_MOUNTPOINT_POD = "mountpoint-pod";
+
+/**
+ * Scheduling gate `reserve-headroom-for-mppod` on a workload pod: the workload opts in to headroom.
+ * Writer: the user (in the pod template). Reader and remover: the controller, which first reserves
+ * room for the workload and its Mountpoint Pods on one node with headroom pods, then pins the
+ * workload to that node and removes the gate (`src/controller/headroom.ts`).
+ */
+export const GATE_RESERVE_HEADROOM = `${DRIVER_NAME}/reserve-headroom-for-mppod`;
+
+/** Value of {@link LABEL_COMPONENT} on headroom pods (in the Mountpoint namespace). */
+export const COMPONENT_HEADROOM_POD = "headroom-pod";
+
+/** Label with the UID of the workload a headroom pod reserves room for. Writer and reader: controller. */
+export const LABEL_HEADROOM_FOR = `${DRIVER_NAME}/headroom-for-workload`;
+
+/**
+ * Label with the role of a headroom pod: `placement` (room for the workload and its Mountpoint
+ * Pods, placed by the scheduler like the workload) or `mountpoint` (room for the Mountpoint Pods,
+ * on the node the workload was pinned to; they preempt it). Writer and reader: controller.
+ */
+export const LABEL_HEADROOM_ROLE = `${DRIVER_NAME}/headroom-role`;
 
 /** The string value used by boolean annotations. */
 export const TRUE = "true";

@@ -60,3 +60,11 @@ export function s3paName(key: SharingKey): string {
 export function mountpointPodName(s3pa: string, index: number): string {
   return `mp-${digest(`${s3pa}/${index}`, 40)}`;
 }
+
+/**
+ * Name of a headroom pod of workload `uid`: `hr-<40 hex>` for the placement pod, with `-mp` for the
+ * Mountpoint Pods' reservation.
+ */
+export function headroomPodName(uid: string, role: "placement" | "mountpoint"): string {
+  return `hr-${digest(uid, 40)}${role === "mountpoint" ? "-mp" : ""}`;
+}

@@ -4,7 +4,10 @@
  *
  * What it guarantees (each a requirement of the node plugin, the kubelet or the cluster):
  * - pinned to the workload's node by node affinity on `metadata.name` (not `nodeName`, so the
- *   scheduler still checks resources and may preempt), tolerates every taint, Linux only;
+ *   scheduler still checks resources and may preempt), Linux only; it tolerates every scheduling
+ *   taint and the `NoExecute` taints its workloads tolerate (`tolerations.ts`);
+ * - controlled by its Node (an owner reference, as the kubelet sets on mirror pods): `kubectl
+ *   drain` then treats it as managed, and the garbage collector removes it with its Node;
  * - unprivileged: non-root uid/gid, `fsGroup` so the node plugin's root-written files in the comm
  *   dir are readable, read-only root filesystem, no capabilities, no privilege escalation,
  *   seccomp `RuntimeDefault`, no service-account token;
@@ -24,7 +27,8 @@
  *   engine serves the volume's Prometheus figures, labelled by volume and pod (`engine_metrics.ts`;
  *   `MOUNTER_METRICS_PORT`, `MOUNTER_METRICS_LABELS`) and the `prometheus.io/*` annotations;
  * - `restartPolicy: OnFailure`: the mounter exits 0 only when asked to (pod `Succeeded`);
- * - a long termination grace so it outlives workloads on node drain;
+ * - a long termination grace so it outlives workloads on node drain (where a
+ *   PodDisruptionBudget refuses its eviction until its workloads are gone: `render_cluster.ts`);
  * - labels/annotations that tie it to its volume and attachment, and let cluster-autoscaler
  *   treat it like a DaemonSet pod.
  *
@@ -50,6 +54,7 @@ import {
 import { COMM_DIR, COMM_VOLUME_NAME, WORK_DIR, WORK_VOLUME_NAME } from "./paths.ts";
 import { bytesQuantity, nonNegativeQuantity } from "../kube/quantity.ts";
 import { engineMetricsLabels, METRICS_PORT_NAME } from "./engine_metrics.ts";
+import { mountpointTolerations } from "./tolerations.ts";
 import {
   CACHE_DIR,
   CACHE_VOLUME_NAME,
@@ -241,6 +246,12 @@ export interface MountpointPodTarget {
   readonly volumeAttributes: Readonly<Record<string, string>>;
   /** The PV's `spec.mountOptions` (a `cache` option enables an emptyDir cache). */
   readonly mountOptions?: readonly string[];
+  /** `spec.tolerations` of the workloads it is created for (see `tolerations.ts`). */
+  readonly workloadTolerations?: readonly (readonly unknown[] | undefined)[];
+  /** UID of the node (`spec.nodeName`), for the owner reference; none when unknown. */
+  readonly nodeUid?: string;
+  /** Priority class instead of the configured one (headroom: the preempting class). */
+  readonly priorityClassName?: string;
 }
 
 /** A bad PV attribute that stops Mountpoint Pod creation (reported as an Event on the workload). */
@@ -261,11 +272,17 @@ function ephemeralStorageLimit(workSizeLimit: string, cache: CacheConfig | undef
   return bytesQuantity(Math.ceil(bytes));
 }
 
-function resources(
+/**
+ * Requests and limits of the Mountpoint container for a PV: the configured defaults, overridden by
+ * the PV's `mountpointContainerResources*` attributes; `ephemeralStorage` the limit of what it may
+ * write to the node's disk (headroom reads the requests only).
+ * @throws {MountpointPodSpecError} on an attribute that is not a quantity
+ */
+export function mountpointResources(
   config: MountpointPodConfig,
   attrs: Readonly<Record<string, string>>,
-  ephemeralStorage: string,
-) {
+  ephemeralStorage = "0",
+): { requests: Record<string, string>; limits: Record<string, string> } {
   const out: { requests: Record<string, string>; limits: Record<string, string> } = {
     requests: {},
     limits: { "ephemeral-storage": ephemeralStorage },
@@ -374,6 +391,7 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
     scrape["prometheus.io/path"] = "/metrics";
   }
   const serviceAccount = target.volumeAttributes[SERVICE_ACCOUNT_ATTRIBUTE];
+  const priorityClassName = target.priorityClassName ?? config.priorityClassName;
   return {
     apiVersion: "v1",
     kind: "Pod",
@@ -390,10 +408,21 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         "cluster-autoscaler.kubernetes.io/daemonset-pod": "true",
         ...scrape,
       },
+      ...(target.nodeUid
+        ? {
+          ownerReferences: [{
+            apiVersion: "v1",
+            kind: "Node",
+            name: target.spec.nodeName,
+            uid: target.nodeUid,
+            controller: true,
+          }],
+        }
+        : {}),
     },
     spec: {
       restartPolicy: "OnFailure",
-      ...(config.priorityClassName ? { priorityClassName: config.priorityClassName } : {}),
+      ...(priorityClassName ? { priorityClassName } : {}),
       ...(serviceAccount ? { serviceAccountName: serviceAccount } : {}),
       automountServiceAccountToken: false,
       enableServiceLinks: false,
@@ -412,7 +441,7 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
           },
         },
       },
-      tolerations: [{ operator: "Exists" }],
+      tolerations: mountpointTolerations(target.workloadTolerations ?? []),
       securityContext: {
         runAsUser: uid,
         runAsGroup: uid,
@@ -429,7 +458,7 @@ export function mountpointPod(config: MountpointPodConfig, target: MountpointPod
         ...(metricsPort > 0
           ? { ports: [{ name: METRICS_PORT_NAME, containerPort: metricsPort, protocol: "TCP" }] }
           : {}),
-        resources: resources(
+        resources: mountpointResources(
           config,
           target.volumeAttributes,
           ephemeralStorageLimit(workSizeLimit, cache),

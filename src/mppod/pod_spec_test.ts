@@ -175,3 +175,32 @@ Deno.test("mountpointPod(): a metrics port with the volume's labels, or none", (
   assert.equal(pod.metadata.annotations?.["prometheus.io/scrape"], "true");
   assert.equal(pod.metadata.annotations?.["prometheus.io/port"], "9102");
 });
+
+Deno.test("mountpointPod(): owned by its Node when the UID is known; tolerations of the workloads", () => {
+  const pod = mountpointPod(CONFIG, {
+    ...target({}),
+    nodeUid: "uid-node-1",
+    workloadTolerations: [[
+      { key: "maintenance", operator: "Exists", effect: "NoExecute", tolerationSeconds: 30 },
+    ]],
+  });
+  assert.deepEqual(pod.metadata.ownerReferences, [
+    { apiVersion: "v1", kind: "Node", name: "node-1", uid: "uid-node-1", controller: true },
+  ]);
+  assert.deepEqual(pod.spec.tolerations, [
+    { operator: "Exists", effect: "NoSchedule" },
+    { operator: "Exists", effect: "PreferNoSchedule" },
+    { key: "maintenance", operator: "Exists", effect: "NoExecute" },
+  ]);
+  assert.equal(mountpointPod(CONFIG, target({})).metadata.ownerReferences, undefined);
+});
+
+Deno.test("mountpointPod(): a priority class of the target replaces the configured one", () => {
+  const config = { ...CONFIG, priorityClassName: "mount-s3-critical" };
+  assert.equal(mountpointPod(config, target({})).spec.priorityClassName, "mount-s3-critical");
+  assert.equal(
+    mountpointPod(config, { ...target({}), priorityClassName: "mount-s3-preempting" }).spec
+      .priorityClassName,
+    "mount-s3-preempting",
+  );
+});

@@ -115,21 +115,23 @@ export const CONTROLLER_OPTIONS = {
     type: "string",
     env: "MOUNTPOINT_PREEMPTING_PRIORITY_CLASS_NAME",
     default: "",
-    description: "PriorityClass for Mountpoint Pods that may preempt (headroom mode; not used yet)",
+    description:
+      "PriorityClass of the Mountpoint Pods of workloads that reserved headroom (they preempt its headroom pods); headroom is on when this, --mountpoint-headroom-priority-class-name and --mountpoint-headroom-image are set",
     validate: dnsSubdomainOrEmpty,
   },
   "mountpoint-headroom-priority-class-name": {
     type: "string",
     env: "MOUNTPOINT_HEADROOM_PRIORITY_CLASS_NAME",
     default: "",
-    description: "PriorityClass of headroom pods (headroom mode; not used yet)",
+    description:
+      "PriorityClass of headroom pods (negative, never preempting), which reserve room for workloads with the scheduling gate s3.csi.scality.com/reserve-headroom-for-mppod and their Mountpoint Pods",
     validate: dnsSubdomainOrEmpty,
   },
   "mountpoint-headroom-image": {
     type: "string",
     env: "MOUNTPOINT_HEADROOM_IMAGE",
     default: "",
-    description: "Pause image of headroom pods (headroom mode; not used yet)",
+    description: "Image of headroom pods (a pause image)",
     validate: imageOrEmpty,
   },
   "mountpoint-pod-labels": {

@@ -254,6 +254,16 @@ const BUILTINS: readonly BuiltinSpec[] = [
     kind: kind!,
     namespaced: false,
   })),
+  // Stored only: the emulator has no eviction subresource and no disruption controller.
+  {
+    gv: "policy/v1",
+    plural: "poddisruptionbudgets",
+    kind: "PodDisruptionBudget",
+    namespaced: true,
+    shortNames: ["pdb"],
+    status: true,
+    generation: true,
+  },
   {
     gv: "scheduling.k8s.io/v1",
     plural: "priorityclasses",
