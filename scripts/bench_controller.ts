@@ -32,6 +32,7 @@ import { kubeConfigFromFile } from "../src/kube/kube_config.ts";
 import {
   CRDS,
   NAMESPACES,
+  NODES,
   PODS,
   PRIORITY_CLASSES,
   PVCS,
@@ -239,6 +240,11 @@ async function runScale(
     200,
   );
   for (const n of [ns, mpNs]) await client.create(NAMESPACES, { metadata: { name: n } });
+  // The workloads' nodes exist, as in a cluster: the controller makes each Mountpoint Pod owned by
+  // its Node (read from its Node informer).
+  await pool(Array.from({ length: scale.nodes }, (_, i) => i), 32, async (i) => {
+    await client.create(NODES, { metadata: { name: `node-${i}` } }).catch(() => {});
+  });
   if (scale.tier === "real") {
     for (const n of [ns, mpNs]) {
       await until(

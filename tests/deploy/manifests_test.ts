@@ -12,7 +12,12 @@ import { parseAllDocuments } from "yaml";
 import { NODE_OPTIONS } from "../../src/options/node_options.ts";
 import { NODE_CAPABILITIES } from "../../src/node/node_service.ts";
 import { CONTROLLER_OPTIONS } from "../../src/options/controller_options.ts";
-import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
+import {
+  COMPONENT_MOUNTPOINT_POD,
+  LABEL_COMPONENT,
+  LABEL_NEEDS_UNMOUNT,
+  TAINT_AGENT_NOT_READY,
+} from "../../src/mppod/labels.ts";
 import {
   DEFAULT_KUBELET_ROOT,
   hostCommDir,
@@ -277,6 +282,61 @@ for (const [variant, values] of Object.entries(VARIANTS)) {
     }
   });
 }
+
+Deno.test("manifests: a PodDisruptionBudget protects Mountpoint Pods in use (not released ones)", () => {
+  const objects = renderManifests(resolveValues());
+  const pdb = objects.find((o) => o.kind === "PodDisruptionBudget");
+  assert.ok(pdb, "rendered by default");
+  assert.equal(pdb.metadata.namespace, "mount-s3");
+  assert.deepEqual(pdb.spec, {
+    minAvailable: 2147483647,
+    selector: {
+      matchLabels: { [LABEL_COMPONENT]: COMPONENT_MOUNTPOINT_POD },
+      matchExpressions: [{ key: LABEL_NEEDS_UNMOUNT, operator: "DoesNotExist" }],
+    },
+    unhealthyPodEvictionPolicy: "IfHealthyBudget",
+  });
+  const off = renderManifests(resolveValues({ mountpointPod: { disruptionBudget: false } }));
+  assert.ok(!off.some((o) => o.kind === "PodDisruptionBudget"));
+});
+
+Deno.test("manifests: headroom on renders its PriorityClasses and settings; off renders none of it", () => {
+  const names = (objects: Manifest[]) =>
+    objects.filter((o) => o.kind === "PriorityClass").map((o) => [
+      o.metadata.name,
+      o.value,
+      o.preemptionPolicy,
+    ]);
+  const controllerEnv = (objects: Manifest[]) =>
+    new Map(
+      (container(deployment(objects, "s3-csi-controller"), "s3-csi-controller").env ?? [])
+        .map((e) => [e.name, e.value]),
+    );
+  const on = renderManifests(resolveValues());
+  assert.deepEqual(names(on), [
+    ["mount-s3-critical", 1_000_000_000, "Never"],
+    ["mount-s3-preempting", 999_999_999, "PreemptLowerPriority"],
+    ["mount-s3-headroom", -10, "Never"],
+  ]);
+  const env = controllerEnv(on);
+  assert.equal(env.get("MOUNTPOINT_HEADROOM_IMAGE"), "registry.k8s.io/pause:3.10");
+  assert.equal(env.get("MOUNTPOINT_HEADROOM_PRIORITY_CLASS_NAME"), "mount-s3-headroom");
+  assert.equal(env.get("MOUNTPOINT_PREEMPTING_PRIORITY_CLASS_NAME"), "mount-s3-preempting");
+  for (
+    const off of [
+      { headroomImage: "" },
+      { headroomPriorityClassName: "" },
+      { preemptingPriorityClassName: "" },
+    ]
+  ) {
+    const objects = renderManifests(resolveValues({ mountpointPod: off }));
+    assert.deepEqual(names(objects), [["mount-s3-critical", 1_000_000_000, "Never"]]);
+    const e = controllerEnv(objects);
+    for (const k of ["IMAGE", "PRIORITY_CLASS_NAME"]) {
+      assert.equal(e.get(`MOUNTPOINT_HEADROOM_${k}`), undefined, JSON.stringify(off));
+    }
+  }
+});
 
 Deno.test("manifests: the committed k8s/deploy YAML is the default rendering", () => {
   const committed = Deno.readTextFileSync(`${ROOT}k8s/deploy/s3-csi-driver.yaml`);

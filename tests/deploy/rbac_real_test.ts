@@ -16,6 +16,8 @@
  *    policy's message), nobody else changes a pod's image or adds an ephemeral container
  *    (annotations stay open); a pod of another namespace naming the Mountpoint PriorityClass is
  *    refused.
+ * 4. The controller's pod patch (headroom), with a token of its ServiceAccount: the patch headroom
+ *    makes (pin, remove the gate) passes; labels, other gates, tolerations are refused.
  *
  * Skips (printed) without `KUBE_REAL_KUBECONFIG`: the API emulator neither authorizes nor admits.
  *
@@ -47,7 +49,8 @@ import {
 } from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
 import type { Node, Pod } from "../../src/kube/types.ts";
-import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
+import { GATE_RESERVE_HEADROOM, TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
+import { pinToNodePatch } from "../../src/controller/headroom_pods.ts";
 import { removeAgentNotReadyTaint } from "../../src/node/taint.ts";
 import { waitFor } from "../_helpers.ts";
 import { KubeHttp, loadTarget } from "../kube_contract/kube_http.ts";
@@ -562,6 +565,108 @@ testOrSkip(realTierSkipReason(), {
     } finally {
       for (const h of Object.values(http)) h?.close();
       await c.client.delete(NAMESPACES, tenant).catch(() => {});
+    }
+  },
+});
+
+testOrSkip(realTierSkipReason(), {
+  name:
+    "rbac (real kube-apiserver): the controller's token patches a workload only to pin it and remove the headroom gate",
+  async fn() {
+    await using c = await deployCluster("real");
+    const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
+    assert.equal(up.code, 0, up.stderr);
+    const ns = c.objects.find((o) => o.kind === "ServiceAccount")!.metadata.namespace!;
+    const s = crypto.randomUUID().slice(0, 6);
+    const work = `vap-work-${s}`;
+    let tokenClient: RestKubeClient | undefined;
+    try {
+      await c.client.create(NAMESPACES, { metadata: { name: work } } as KubeObject);
+      await waitFor(
+        `ServiceAccount ${CONTROLLER_SERVICE_ACCOUNT}`,
+        () => c.client.get(SERVICE_ACCOUNTS, CONTROLLER_SERVICE_ACCOUNT, ns),
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      await waitFor(
+        `ServiceAccount ${work}/default`,
+        () => c.client.get(SERVICE_ACCOUNTS, "default", work),
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      const pod = (name: string, gates: string[]) =>
+        c.client.create<Pod>(PODS, {
+          metadata: { name, namespace: work, labels: { app: "x" } },
+          spec: {
+            schedulingGates: gates.map((g) => ({ name: g })),
+            containers: [{ name: "x", image: "busybox" }],
+          },
+        });
+      const gatedName = `gated-${s}`;
+      const plainName = `plain-${s}`;
+      await pod(gatedName, ["example.com/other", GATE_RESERVE_HEADROOM]);
+      await pod(plainName, ["example.com/other"]);
+      const tokenResource: Resource = {
+        group: "",
+        version: "v1",
+        plural: `serviceaccounts/${CONTROLLER_SERVICE_ACCOUNT}/token`,
+        kind: "TokenRequest",
+        namespaced: true,
+      };
+      const review = await c.client.create<KubeObject & { status?: { token: string } }>(
+        tokenResource,
+        {
+          apiVersion: "authentication.k8s.io/v1",
+          kind: "TokenRequest",
+          metadata: { namespace: ns },
+          spec: { expirationSeconds: 600 },
+        },
+      );
+      const server = kubeConfigFromFile(c.kubeconfig).server;
+      tokenClient = new RestKubeClient({
+        server,
+        insecureSkipTLSVerify: true,
+        token: review.status!.token,
+      });
+      const refused = async (what: string, name: string, patch: unknown) => {
+        const err = await tokenClient!.patch(PODS, name, work, patch).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof ApiError && err.status === 403, `${what} was not refused: ${err}`);
+        assert.match(err.message, /S3 CSI controller/, what);
+      };
+      // The policy is loaded a moment after it is created: wait until a refused patch is refused.
+      await waitFor("the admission policy to be in force", async () => {
+        const err = await tokenClient!.patch(PODS, plainName, work, {
+          metadata: { labels: { probe: "x" } },
+        }).then(() => undefined, (e: unknown) => e);
+        return err instanceof ApiError && err.status === 403;
+      }, { timeoutMs: 30_000, intervalMs: 200 });
+      await refused("labelling a pod", gatedName, {
+        metadata: { labels: { evil: "1" } },
+      });
+      await refused("removing another gate", plainName, {
+        spec: { schedulingGates: null },
+      });
+      await refused("removing the gate and relabelling", gatedName, {
+        metadata: { labels: { evil: "1" } },
+        spec: { schedulingGates: [{ name: "example.com/other" }] },
+      });
+      await refused("adding a toleration", gatedName, {
+        spec: {
+          tolerations: [{ key: "evil", operator: "Exists", effect: "NoExecute" }],
+          schedulingGates: [{ name: "example.com/other" }],
+        },
+      });
+      // What headroom does (its own patch): allowed.
+      const fresh = (await c.client.get<Pod>(PODS, gatedName, work))!;
+      await tokenClient.patch(PODS, gatedName, work, pinToNodePatch(fresh, "node-x"));
+      const pinned = (await c.client.get<Pod>(PODS, gatedName, work))!;
+      assert.deepEqual(pinned.spec.schedulingGates, [{ name: "example.com/other" }]);
+      assert.match(JSON.stringify(pinned.spec.affinity), /"values":\["node-x"\]/);
+      assert.deepEqual(pinned.metadata.labels, { app: "x" });
+    } finally {
+      await tokenClient?.close();
+      await c.client.delete(NAMESPACES, work).catch(() => false);
     }
   },
 });

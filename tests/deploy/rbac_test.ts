@@ -17,6 +17,7 @@ import type { Manifest, PolicyRule } from "../../src/deploy/k8s_objects.ts";
 import {
   ANNOTATION_RBAC_FOR,
   CONTROLLER_DEPLOYMENT,
+  CONTROLLER_POLICY,
   CONTROLLER_SERVICE_ACCOUNT,
   MOUNTPOINT_POD_POLICY,
   NODE_DAEMONSET,
@@ -139,7 +140,12 @@ Deno.test("rbac: writes are namespaced where they can be; no wildcards; bindings
         assert.notEqual(x, "*", `${role.metadata.name} uses a wildcard`);
       }
       const writes = rule.verbs.filter((v) => ["create", "update", "patch", "delete"].includes(v));
-      if (rule.resources.includes("pods") && writes.length) {
+      if (
+        rule.resources.includes("pods") && writes.length &&
+        !(role.kind === "ClusterRole" && role.metadata.annotations?.[ANNOTATION_RBAC_FOR] ===
+            "controller" &&
+          writes.join() === "patch")
+      ) {
         assert.equal(role.kind, "Role", "pod writes must be namespaced");
         assert.equal(role.metadata.namespace, values.mountpointPod.namespace);
       }
@@ -167,6 +173,31 @@ Deno.test("rbac: writes are namespaced where they can be; no wildcards; bindings
       assert.equal(s.namespace, values.namespace);
     }
   }
+});
+
+Deno.test("rbac: the controller's one cluster-wide pod write (headroom) is narrowed by an admission policy, and goes with headroom", () => {
+  const clusterPatch = objects.filter((o) =>
+    o.kind === "ClusterRole" && o.metadata.annotations?.[ANNOTATION_RBAC_FOR] === "controller" &&
+    (o.rules as PolicyRule[]).some((r) => r.resources.includes("pods") && r.verbs.includes("patch"))
+  );
+  assert.equal(clusterPatch.length, 1);
+  const policy = objects.find((o) =>
+    o.kind === "ValidatingAdmissionPolicy" && o.metadata.name === CONTROLLER_POLICY
+  );
+  assert.ok(policy, "the controller's pod patches are restricted");
+  const spec = policy.spec as { matchConditions: { expression: string }[] };
+  assert.match(spec.matchConditions[0]!.expression, new RegExp(CONTROLLER_SERVICE_ACCOUNT));
+  const off = renderManifests(resolveValues({ mountpointPod: { headroomImage: "" } }));
+  assert.ok(
+    !off.some((o) =>
+      o.kind === "ClusterRole" &&
+      (o.rules as PolicyRule[]).some((r) =>
+        r.resources.includes("pods") && r.verbs.includes("patch")
+      )
+    ),
+    "headroom off: no cluster-wide pod patch",
+  );
+  assert.ok(!off.some((o) => o.metadata.name === CONTROLLER_POLICY), "nor its policy");
 });
 
 Deno.test("rbac: the Lease the controller renews is the one its Role names", () => {
@@ -251,7 +282,7 @@ Deno.test("rbac: the node plugin's Node patch is narrowed by an admission policy
   const binding = objects.find((o) =>
     o.kind === "ValidatingAdmissionPolicyBinding" && o.metadata.name === NODE_POLICY
   )!;
-  assert.equal(policy.metadata.name, NODE_POLICY);
+  assert.ok(policy && binding);
   const spec = policy.spec as {
     failurePolicy: string;
     matchConstraints: { resourceRules: { resources: string[]; operations: string[] }[] };
@@ -329,6 +360,7 @@ Deno.test("rbac: admission policies keep Mountpoint Pods to the controller and t
   assert.ok(at(binding) < at(named("Deployment", "s3-csi-controller")));
   const off = renderManifests(resolveValues({
     mountpointPod: { restrictPodCreation: false, restrictPriorityClasses: false },
+    controller: { restrictPodUpdates: false },
     validateVolumes: false,
   }));
   assert.deepEqual(

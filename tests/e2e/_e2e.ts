@@ -74,6 +74,10 @@ export class E2E extends ScenarioCluster {
     return NS;
   }
 
+  get kubeconfig(): string {
+    return this.env.kubeconfig;
+  }
+
   /** The kubelet emulator runs `busybox` from the host. */
   get workloadImage(): { image: string } {
     return { image: "busybox" };

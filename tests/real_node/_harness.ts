@@ -3,8 +3,9 @@
  * (`tests/testbed/services/real_node/`: kubelet + containerd + a real control plane), a Ceph RGW
  * of its own reached by pods through a relay on the node address, our images built and imported,
  * and the driver installed by `deno task deploy` — then the shared e2e scenarios
- * (`tests/scenarios/`) and the real-node-only ones run on it as tests, and the last two tests
- * undeploy the driver and stop the node, checking that nothing is left (`check_clean.sh`).
+ * (`tests/scenarios/`) and the real-node-only ones run on it as tests (a scenario that needs two
+ * nodes starts the second node of `worker.sh` first), and the last two tests undeploy the driver
+ * and stop the node(s), checking that nothing is left (`check_clean.sh`).
  *
  * Tests register at load time; on a machine that cannot run a real node (not root, containerd or
  * CNI packages missing, no Go and nothing cached, another kubelet) every test is reported as
@@ -12,175 +13,37 @@
  *
  * @module
  */
-import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
-import { NAMESPACES, PODS, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
-import { RestKubeClient } from "../../src/kube/rest_client.ts";
-import { CREDENTIALS_FILE } from "../../src/node/credentials.ts";
-import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
-import { DEFAULT_KUBELET_ROOT } from "../../src/mppod/paths.ts";
-import { NODE_CONTAINERS } from "../../src/deploy/render_node.ts";
-import { NODE_DAEMONSET } from "../../src/deploy/names.ts";
-import { defaultValues } from "../../src/deploy/values.ts";
-import type { Pod } from "../testbed/kubelet/k8s_types.ts";
-import { type S3Env, type S3Server, startS3Server } from "../testbed/sandbox/s3_server.ts";
+import type { KubeObject } from "../../src/kube/client.ts";
+import { NAMESPACES, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
+import { type S3Server, startS3Server } from "../testbed/sandbox/s3_server.ts";
 import {
   type RealNode,
   realNodeLeftovers,
   realNodeSkipReason,
+  type RealWorker,
   startRealNode,
+  startRealWorker,
   stopRealNode,
 } from "../testbed/services/real_node/real_node.ts";
 import {
   buildDriverImages,
   deployDriver,
   type DeployedDriver,
+  driverRegistered,
+  imageArchives,
   resolveEngine,
 } from "../testbed/services/real_node/driver.ts";
-import { containerLog, hostProcesses } from "../testbed/services/real_node/host.ts";
+import { DRIVER_NAMESPACE, RealNodeCluster } from "../testbed/services/real_node/cluster.ts";
 import { startTcpRelay, type TcpRelay } from "../testbed/services/real_node/tcp_relay.ts";
 import { waitFor } from "../_helpers.ts";
-import { findFiles, type Scenario, ScenarioCluster, stepsOf } from "../scenarios/cluster.ts";
+import { type Scenario, stepsOf } from "../scenarios/cluster.ts";
 
 /** Print one line to stderr (collected in the tier's report). */
 export function report(line: string): void {
   Deno.stderr.writeSync(new TextEncoder().encode(`REAL_NODE ${line}\n`));
 }
 
-/** Namespace of the driver's own pods (node plugin, controller). */
-export const DRIVER_NAMESPACE: string = defaultValues().namespace;
-
-/** The real node as a {@link ScenarioCluster}. */
-export class RealNodeCluster extends ScenarioCluster {
-  readonly node: RealNode;
-  readonly #client: RestKubeClient;
-  readonly #s3: S3Env;
-  readonly #ns: string;
-
-  constructor(node: RealNode, s3: S3Env, ns: string) {
-    super();
-    this.node = node;
-    this.#s3 = s3;
-    this.#ns = ns;
-    this.#client = new RestKubeClient(kubeConfigFromFile(node.kubeconfig), {
-      userAgent: "s3csi-real-node-tests",
-    });
-  }
-
-  get client(): KubeClient {
-    return this.#client;
-  }
-
-  /** The RGW as this process reaches it (loopback; pods go through the relay). */
-  get s3Env(): S3Env {
-    return this.#s3;
-  }
-
-  get ns(): string {
-    return this.#ns;
-  }
-
-  get workloadImage(): { image: string; pullPolicy: string } {
-    return { image: `${this.node.imagePrefix}/busybox:host`, pullPolicy: "Never" };
-  }
-
-  /** `deno task deploy` renders the admission policies of volumes (`validateVolumes`). */
-  override get volumeAdmission(): boolean {
-    return true;
-  }
-
-  /** The real kubelet kills on time; no need to wait longer than 1 s for PID 1 `sleep`s. */
-  override get workloadGraceSeconds(): number {
-    return 1;
-  }
-
-  nodeNames(): string[] {
-    return [this.node.nodeName];
-  }
-
-  kubeletRoot(_node: string): string {
-    return DEFAULT_KUBELET_ROOT;
-  }
-
-  log(pod: Pod, container = "main"): Promise<string> {
-    return containerLog(this.node, pod, container);
-  }
-
-  /** The node plugin pod (of the DaemonSet). */
-  async nodePluginPod(): Promise<Pod | undefined> {
-    return (await this.client.list<Pod>(PODS, {
-      namespace: DRIVER_NAMESPACE,
-      labelSelector: `app=${NODE_DAEMONSET}`,
-    })).items[0];
-  }
-
-  protected async nodePluginLogs(): Promise<string> {
-    const pod = await this.nodePluginPod();
-    if (!pod) return "\n--- no node plugin pod";
-    const restarts = pod.status?.containerStatuses?.find((c) => c.name === NODE_CONTAINERS.plugin)
-      ?.restartCount ?? 0;
-    const text = await containerLog(this.node, pod, NODE_CONTAINERS.plugin);
-    return `\n--- node plugin ${pod.metadata.name} (restarts ${restarts}), last lines:\n${
-      text.slice(-1500)
-    }`;
-  }
-
-  /** FUSE mounts under the kubelet root, as the host sees them (the root is a shared mount). */
-  async fuseMounts(): Promise<MountInfo[]> {
-    return (await readMountInfo()).filter((m) =>
-      m.mountPoint.startsWith(`${DEFAULT_KUBELET_ROOT}/`) && m.fsType.startsWith("fuse")
-    );
-  }
-
-  async credentialFiles(): Promise<string[]> {
-    return await findFiles(
-      `${DEFAULT_KUBELET_ROOT}/pods`,
-      (p, info) =>
-        p.endsWith(`/${CREDENTIALS_FILE}`) || (info.isDirectory && p.endsWith("/credentials")),
-    );
-  }
-
-  /** UIDs of the pods of the driver's namespace (node plugin, controller). */
-  async #driverPodUids(): Promise<Set<string>> {
-    return new Set(
-      (await this.client.list<Pod>(PODS, { namespace: DRIVER_NAMESPACE })).items.map((p) =>
-        p.metadata.uid
-      ),
-    );
-  }
-
-  /** Processes of every pod but the driver's own (workloads, Mountpoint Pods, their engines). */
-  async engineProcesses(_buckets: readonly string[]): Promise<string[]> {
-    const driver = await this.#driverPodUids();
-    return (await hostProcesses()).filter((p) => p.podUid && !driver.has(p.podUid)).map((p) =>
-      `${p.pid} pod ${p.podUid}: ${p.cmdline.slice(0, 400)}`
-    );
-  }
-
-  async leftoverPodDirs(uids: readonly string[]): Promise<string[]> {
-    const left: string[] = [];
-    for (const uid of uids) {
-      const dir = `${DEFAULT_KUBELET_ROOT}/pods/${uid}`;
-      if (await Deno.lstat(dir).then(() => true, () => false)) left.push(dir);
-    }
-    return left;
-  }
-
-  async foreignSockets(): Promise<string[]> {
-    const driver = await this.#driverPodUids();
-    const sockets = await findFiles(
-      `${DEFAULT_KUBELET_ROOT}/pods`,
-      (_p, info) => info.isSocket === true,
-    );
-    return sockets.filter((s) => !driver.has(s.split("/")[5] ?? ""));
-  }
-
-  /** Close the API client and the S3 clients. */
-  async dispose(): Promise<void> {
-    this.close();
-    await this.#client.close();
-  }
-}
+export { DRIVER_NAMESPACE, RealNodeCluster };
 
 /** Everything the tier started. */
 export interface Tier {
@@ -217,6 +80,10 @@ const started: {
   driver?: DeployedDriver | undefined;
   cluster?: RealNodeCluster | undefined;
   logDir?: string | undefined;
+  /** The driver images' OCI archives (a second node imports them too). */
+  archives?: string[] | undefined;
+  /** The second node, once a scenario needed it. */
+  worker?: RealWorker | undefined;
 } = {};
 let setup: Promise<Tier> | undefined;
 
@@ -272,10 +139,11 @@ async function startTier(): Promise<Tier> {
   started.relay = relay;
   const podEndpoint = `http://${node.nodeIp}:${relay.port}`;
   report(`S3 for pods: ${podEndpoint} → ${s3.env.S3_ENDPOINT} (relay in the test process)`);
-  await timed(
+  const images = await timed(
     "driver images built and imported",
     () => buildDriverImages(node, `${logDir}/images.log`, engineBin),
   );
+  started.archives = imageArchives(images);
   const driver = await timed("deno task deploy (until rolled out)", () =>
     deployDriver(node, {
       endpoint: podEndpoint,
@@ -285,7 +153,12 @@ async function startTier(): Promise<Tier> {
     }, `${logDir}/deploy.log`));
   started.driver = driver;
   const ns = `rn-${crypto.randomUUID().slice(0, 8)}`;
-  const cluster = new RealNodeCluster(node, s3.env, ns);
+  const cluster = new RealNodeCluster(
+    node,
+    s3.env,
+    ns,
+    () => started.worker ? [started.worker] : [],
+  );
   started.cluster = cluster;
   await cluster.client.create(NAMESPACES, { metadata: { name: ns } } as KubeObject);
   await waitFor(
@@ -297,8 +170,25 @@ async function startTier(): Promise<Tier> {
 }
 
 /**
+ * The second node (`worker.sh`), started on first use with the driver's images, its node plugin
+ * registered. It stays until the tier stops: the scenarios that need it run last.
+ */
+export async function worker(tier: Tier): Promise<RealWorker> {
+  if (started.worker) return started.worker;
+  const w = await timed("second node start (worker.sh)", async () => {
+    const w = await startRealWorker({
+      env: { REAL_NODE_IMPORT: (started.archives ?? []).join(" ") },
+    });
+    await driverRegistered(tier.cluster.client, w.nodeName, 120_000);
+    return w;
+  });
+  return started.worker = w;
+}
+
+/**
  * Stop the relay, the S3 server and the node (`stop.sh`, which also deletes what is left on the
- * cluster and checks the host); resolves with what could not be done. Used by the last test.
+ * cluster, stops the second node and checks the host); resolves with what could not be done. Used
+ * by the last test.
  */
 export async function stopTier(): Promise<string[]> {
   const problems: string[] = [];
@@ -313,6 +203,7 @@ export async function stopTier(): Promise<string[]> {
   if (started.node) {
     await stopRealNode().catch((err) => problems.push(`stop.sh: ${err}`));
     started.node = undefined;
+    started.worker = undefined;
   }
   return problems;
 }
@@ -365,9 +256,15 @@ export function realNodeFinalTest(name: string, fn: (t: Deno.TestContext) => Pro
   register(name, fn);
 }
 
-/** Declare a shared scenario as a test of the tier. */
+/**
+ * Declare a shared scenario as a test of the tier; one that needs two nodes starts the second one
+ * first ({@link worker}). What a step measured is reported.
+ */
 export function realNodeScenario(scenario: Scenario): void {
-  realNodeTest(`real node: ${scenario.name}`, (tier, t) => scenario.run(tier.cluster, stepsOf(t)));
+  realNodeTest(`real node: ${scenario.name}`, async (tier, t) => {
+    if (scenario.nodes > 1) await worker(tier);
+    await scenario.run(tier.cluster, stepsOf(t, (step, d) => report(`${step}: ${d}`)));
+  });
 }
 
 /** Leftovers of a stopped node (check_clean.sh). */

@@ -25,6 +25,7 @@ import { PROVISIONER_CONTAINERS } from "../../src/deploy/render_provisioner.ts";
 import { NODE_CONTAINERS } from "../../src/deploy/render_node.ts";
 import {
   CONTROLLER_DEPLOYMENT,
+  CONTROLLER_POLICY,
   LABEL_PART_OF,
   MOUNTPOINT_POD_POLICY,
   NODE_DAEMONSET,
@@ -50,6 +51,9 @@ import { SECRETS_PER_VOLUME } from "../scenarios/secrets.ts";
 import { INLINE_VOLUMES } from "../scenarios/inline_volumes.ts";
 import { failuresScenario } from "../scenarios/failures.ts";
 import { TEARDOWN } from "../scenarios/teardown.ts";
+import { NO_EXECUTE_TAINT } from "../scenarios/taints.ts";
+import { HEADROOM } from "../scenarios/headroom.ts";
+import { DRAIN } from "../scenarios/drain.ts";
 import {
   deployed,
   DRIVER_NAMESPACE,
@@ -134,12 +138,18 @@ realNodeTest(
       }
     });
     await t.step(
-      "the node's Node patch and Mountpoint Pods are under the rendered admission policies",
+      "the node's Node patch, Mountpoint Pods and the controller's pod patch are under the rendered admission policies",
       async () => {
         const policies = (await e.client.list(VALIDATING_ADMISSION_POLICIES, {
           labelSelector: `${LABEL_PART_OF}=${PART_OF}`,
         })).items.map((x) => x.metadata?.name).sort();
-        const rendered = [NODE_POLICY, MOUNTPOINT_POD_POLICY, PRIORITY_CLASS_POLICY].sort();
+        const rendered = [
+          NODE_POLICY,
+          MOUNTPOINT_POD_POLICY,
+          PRIORITY_CLASS_POLICY,
+          CONTROLLER_POLICY,
+        ]
+          .sort();
         assert.deepEqual(policies, rendered, "the policies are served by the real apiserver");
         const bindings = (await e.client.list(VALIDATING_ADMISSION_POLICY_BINDINGS, {
           labelSelector: `${LABEL_PART_OF}=${PART_OF}`,
@@ -230,6 +240,10 @@ realNodeTest(
   "real node: kubelet and node plugin restarted together clean stale mounts",
   (tier, t) => kubeletAndPluginCrash(tier, stepsOf(t)),
 );
+
+// Day 2 (issue 22), last: headroom fills the first node (and frees it again); taints and drain
+// need the second node, which stays until the tier stops.
+for (const s of [HEADROOM, NO_EXECUTE_TAINT, DRAIN]) realNodeScenario(s);
 
 realNodeFinalTest("real node: deno task undeploy removes everything", async (t) => {
   const driver = deployed();

@@ -22,7 +22,8 @@ import {
   S3Client,
 } from "@aws-sdk/client-s3";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import { EVENTS, PODS, PVCS, PVS, SECRETS } from "../../src/kube/resources.ts";
+import { ConflictError } from "../../src/kube/errors.ts";
+import { DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, PVS, SECRETS } from "../../src/kube/resources.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import {
@@ -32,7 +33,7 @@ import {
 } from "../../src/mppod/labels.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
-import { waitFor } from "../_helpers.ts";
+import { kubectl, type KubectlResult, waitFor } from "../_helpers.ts";
 import { createBucketFor } from "../testbed/services/versitygw/admin.ts";
 
 /** S3 settings as the RGW scripts print them (main user, and the second user's keys). */
@@ -52,8 +53,14 @@ export function unique(): string {
   return crypto.randomUUID().slice(0, 8);
 }
 
-/** Runs one named sub-step (`t.step` in a test). */
-export type Step = (name: string, fn: () => Promise<void>) => Promise<unknown>;
+/**
+ * Runs one named sub-step (`t.step` in a test, a reported step in the sandbox). A step may return
+ * a one-line detail of what it measured (shown by the sandbox and the real-node tier's report).
+ */
+export type Step = (
+  name: string,
+  fn: () => void | string | Promise<void | string>,
+) => Promise<unknown>;
 
 /** One end-to-end scenario: a name and steps run against any {@link ScenarioCluster}. */
 export interface Scenario {
@@ -61,6 +68,12 @@ export interface Scenario {
   readonly name: string;
   /** Nodes it needs at least; scenarios adapt to more. */
   readonly nodes: number;
+  /**
+   * Only a real kubelet, scheduler and kube-controller-manager show what it proves (eviction,
+   * preemption, taint eviction): the real-node tier and `deno task sandbox --real-node` run it, the
+   * emulated sandbox does not.
+   */
+  readonly realNodeOnly?: boolean;
   /** The steps; each creates objects with unique names and deletes them again. */
   run(e: ScenarioCluster, step: Step): Promise<void>;
 }
@@ -97,6 +110,33 @@ export interface PodOptions {
   readonly env?: Record<string, string>;
   /** An emptyDir of the pod's own mounted here (scratch files; the image has no writable /tmp). */
   readonly scratch?: string;
+  /** `spec.tolerations`. */
+  readonly tolerations?: readonly Record<string, unknown>[];
+  /** Labels of the pod. */
+  readonly labels?: Record<string, string>;
+  /** `spec.schedulingGates` names. */
+  readonly schedulingGates?: readonly string[];
+  /** Requests of container `main` (e.g. `{ cpu: "100m" }`). */
+  readonly requests?: Record<string, string>;
+  /** `spec.priorityClassName`. */
+  readonly priorityClassName?: string;
+}
+
+/** Settings of {@link ScenarioCluster.deployment}: a pod template and a replica count. */
+export type DeploymentOptions = Omit<PodOptions, "restartPolicy" | "name"> & {
+  readonly name: string;
+  readonly replicas: number;
+};
+
+/** A node taint. */
+export interface Taint {
+  readonly key: string;
+  readonly value?: string;
+  readonly effect: "NoSchedule" | "PreferNoSchedule" | "NoExecute";
+}
+
+interface NodeLike extends KubeObject {
+  spec?: { unschedulable?: boolean; taints?: Taint[] };
 }
 
 /** Settings of {@link ScenarioCluster.staticVolume}. */
@@ -122,17 +162,30 @@ export interface S3paLike extends KubeObject {
   spec?: { mountpointS3PodAttachments?: Record<string, { workloadPodUID: string }[]> };
 }
 
+/** Where {@link findFiles} looks: a mount table other than this process's. */
+export interface FindFilesView {
+  /** The mount table of the view (e.g. another mount namespace's `/proc/<pid>/mountinfo`). */
+  readonly mounts: readonly MountInfo[];
+  /** What this process puts before the view's paths (e.g. `/proc/<pid>/root`). */
+  readonly prefix: string;
+}
+
 /**
  * Everything found under `root` (recursively) matching `pred`. Never walks into a FUSE mount: its
- * server may be gone (the walk would hang) and it holds S3 data, not the node's files.
+ * server may be gone (the walk would hang) and it holds S3 data, not the node's files. `view`: the
+ * tree belongs to another mount namespace, seen through `view.prefix`.
  */
 export async function findFiles(
   root: string,
   pred: (path: string, info: Deno.FileInfo) => boolean,
+  view?: FindFilesView,
 ): Promise<string[]> {
   const out: string[] = [];
+  const prefix = view?.prefix ?? "";
   const fuse = new Set(
-    (await readMountInfo()).filter((m) => m.fsType.startsWith("fuse")).map((m) => m.mountPoint),
+    (view?.mounts ?? await readMountInfo()).filter((m) => m.fsType.startsWith("fuse")).map((m) =>
+      `${prefix}${m.mountPoint}`
+    ),
   );
   const walk = async (dir: string) => {
     let entries: Deno.DirEntry[];
@@ -181,6 +234,8 @@ export abstract class ScenarioCluster {
   get volumeAdmission(): boolean {
     return false;
   }
+  /** Admin kubeconfig of the cluster (for kubectl). */
+  abstract get kubeconfig(): string;
   /** Node names. */
   abstract nodeNames(): string[];
   /** Kubelet root dir of a node, as seen from this process. */
@@ -189,6 +244,11 @@ export abstract class ScenarioCluster {
   abstract log(pod: Pod, container?: string): Promise<string>;
   /** FUSE mounts (sources and targets) of the cluster's nodes. */
   abstract fuseMounts(): Promise<MountInfo[]>;
+  /** FUSE mounts of one node (by default: those under its kubelet root). */
+  async fuseMountsOn(node: string): Promise<MountInfo[]> {
+    const root = `${this.kubeletRoot(node)}/`;
+    return (await this.fuseMounts()).filter((m) => m.mountPoint.startsWith(root));
+  }
   /** Credential files (and dirs) the node plugin wrote for Mountpoint Pods. */
   abstract credentialFiles(): Promise<string[]>;
   /**
@@ -379,60 +439,168 @@ export abstract class ScenarioCluster {
     await this.client.delete(PVS, name).catch(() => false);
   }
 
-  /** Create a workload pod running `sh -c script` in container `main`. */
-  async pod(o: PodOptions): Promise<Pod> {
+  /**
+   * The pod spec of {@link pod} and {@link deployment}: `sh -c script` in container `main`;
+   * `podNameEnv` adds `POD_NAME` from the downward API.
+   */
+  podSpec(o: Omit<PodOptions, "name">, podNameEnv = false): Record<string, unknown> {
     const fsGroup = o.fsGroup === undefined ? 1000 : o.fsGroup;
     const { image, pullPolicy } = this.workloadImage;
-    return await this.client.create<Pod>(PODS, {
-      metadata: { name: o.name, namespace: this.ns },
-      spec: {
-        restartPolicy: o.restartPolicy ?? "Never",
-        terminationGracePeriodSeconds: this.workloadGraceSeconds,
-        automountServiceAccountToken: false,
-        ...(o.node ? { nodeSelector: { "kubernetes.io/hostname": o.node } } : {}),
-        securityContext: {
-          runAsUser: o.runAsUser ?? 1000,
-          runAsGroup: o.runAsGroup ?? 1000,
-          ...(fsGroup !== null ? { fsGroup } : {}),
-        },
-        containers: [{
-          name: "main",
-          image,
-          ...(pullPolicy ? { imagePullPolicy: pullPolicy } : {}),
-          command: ["sh", "-c", o.script],
-          env: Object.entries(o.env ?? {}).map(([name, value]) => ({ name, value })),
-          volumeMounts: [
-            ...o.volumes.map((v, i) => ({
-              name: `v${i}`,
-              mountPath: v.mountPath,
-              ...(v.readOnly ? { readOnly: true } : {}),
-            })),
-            ...(o.scratch ? [{ name: "scratch", mountPath: o.scratch }] : []),
-          ],
-        }],
-        volumes: [
+    return {
+      restartPolicy: o.restartPolicy ?? "Never",
+      terminationGracePeriodSeconds: this.workloadGraceSeconds,
+      automountServiceAccountToken: false,
+      ...(o.node ? { nodeSelector: { "kubernetes.io/hostname": o.node } } : {}),
+      ...(o.tolerations ? { tolerations: [...o.tolerations] } : {}),
+      ...(o.schedulingGates
+        ? { schedulingGates: o.schedulingGates.map((name) => ({ name })) }
+        : {}),
+      ...(o.priorityClassName ? { priorityClassName: o.priorityClassName } : {}),
+      securityContext: {
+        runAsUser: o.runAsUser ?? 1000,
+        runAsGroup: o.runAsGroup ?? 1000,
+        ...(fsGroup !== null ? { fsGroup } : {}),
+      },
+      containers: [{
+        name: "main",
+        image,
+        ...(pullPolicy ? { imagePullPolicy: pullPolicy } : {}),
+        command: ["sh", "-c", o.script],
+        env: [
+          ...Object.entries(o.env ?? {}).map(([name, value]) => ({ name, value })),
+          ...(podNameEnv
+            ? [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }]
+            : []),
+        ],
+        ...(o.requests ? { resources: { requests: o.requests } } : {}),
+        volumeMounts: [
           ...o.volumes.map((v, i) => ({
             name: `v${i}`,
-            ...("claim" in v
-              ? {
-                persistentVolumeClaim: {
-                  claimName: v.claim,
-                  ...(v.readOnly ? { readOnly: true } : {}),
-                },
-              }
-              : {
-                csi: {
-                  driver: DRIVER_NAME,
-                  volumeAttributes: v.inline.attributes,
-                  ...(v.readOnly ? { readOnly: true } : {}),
-                  ...(v.inline.secret ? { nodePublishSecretRef: { name: v.inline.secret } } : {}),
-                },
-              }),
+            mountPath: v.mountPath,
+            ...(v.readOnly ? { readOnly: true } : {}),
           })),
-          ...(o.scratch ? [{ name: "scratch", emptyDir: {} }] : []),
+          ...(o.scratch ? [{ name: "scratch", mountPath: o.scratch }] : []),
         ],
-      },
+      }],
+      volumes: [
+        ...o.volumes.map((v, i) => ({
+          name: `v${i}`,
+          ...("claim" in v
+            ? {
+              persistentVolumeClaim: {
+                claimName: v.claim,
+                ...(v.readOnly ? { readOnly: true } : {}),
+              },
+            }
+            : {
+              csi: {
+                driver: DRIVER_NAME,
+                volumeAttributes: v.inline.attributes,
+                ...(v.readOnly ? { readOnly: true } : {}),
+                ...(v.inline.secret ? { nodePublishSecretRef: { name: v.inline.secret } } : {}),
+              },
+            }),
+        })),
+        ...(o.scratch ? [{ name: "scratch", emptyDir: {} }] : []),
+      ],
+    };
+  }
+
+  /** Create a workload pod running `sh -c script` in container `main`. */
+  async pod(o: PodOptions): Promise<Pod> {
+    return await this.client.create<Pod>(PODS, {
+      metadata: { name: o.name, namespace: this.ns, ...(o.labels ? { labels: o.labels } : {}) },
+      spec: this.podSpec(o),
     } as unknown as Pod);
+  }
+
+  /**
+   * A Deployment of `replicas` workload pods (label `app: <name>`; `POD_NAME` in their env is
+   * their own name): workloads that `kubectl drain` may evict (it refuses bare pods).
+   */
+  async deployment(o: DeploymentOptions): Promise<void> {
+    const labels = { ...o.labels, app: o.name };
+    const spec = this.podSpec({ ...o, restartPolicy: "Always" }, true);
+    await this.client.create(DEPLOYMENTS, {
+      metadata: { name: o.name, namespace: this.ns, labels },
+      spec: {
+        replicas: o.replicas,
+        selector: { matchLabels: { app: o.name } },
+        template: { metadata: { labels }, spec },
+      },
+    } as KubeObject);
+  }
+
+  /** Set a Deployment's replica count. */
+  async scale(name: string, replicas: number): Promise<void> {
+    await this.client.patch(DEPLOYMENTS, name, this.ns, { spec: { replicas } });
+  }
+
+  /** Delete a Deployment and wait until its pods are gone (unpublished). */
+  async deleteDeployment(name: string, timeoutMs = 90_000): Promise<void> {
+    await this.client.delete(DEPLOYMENTS, name, this.ns, { propagationPolicy: "Foreground" })
+      .catch(() => false);
+    await waitFor(
+      `Deployment ${name} and its pods gone`,
+      async () =>
+        !(await this.client.get(DEPLOYMENTS, name, this.ns)) &&
+        !(await this.podsWith(`app=${name}`)).length,
+      { timeoutMs, intervalMs: 250 },
+    );
+  }
+
+  /** Workload pods with a label selector (namespace of the workloads). */
+  async podsWith(labelSelector: string): Promise<Pod[]> {
+    return (await this.client.list<Pod>(PODS, { namespace: this.ns, labelSelector })).items;
+  }
+
+  /** Every pod bound to `node`, in every namespace. */
+  async podsOn(node: string): Promise<Pod[]> {
+    return (await this.client.list<Pod>(PODS, { fieldSelector: `spec.nodeName=${node}` })).items;
+  }
+
+  /** `kubectl` (the suite's, of the cluster's release) against this cluster. */
+  async kubectl(args: readonly string[], timeoutMs = 60_000): Promise<KubectlResult> {
+    return await kubectl(this.kubeconfig, args, { timeoutMs });
+  }
+
+  /** Change a node's spec (taints, unschedulable) against a fresh copy; retried on conflicts. */
+  async #editNode(node: string, edit: (spec: NonNullable<NodeLike["spec"]>) => object) {
+    for (let attempt = 0;; attempt++) {
+      const n = await this.client.get<NodeLike>(NODES, node);
+      if (!n) throw new Error(`no node ${node}`);
+      try {
+        await this.client.patch(NODES, node, undefined, {
+          metadata: { resourceVersion: n.metadata!.resourceVersion },
+          spec: edit(n.spec ?? {}),
+        });
+        return;
+      } catch (err) {
+        if (!(err instanceof ConflictError) || attempt > 10) throw err;
+      }
+    }
+  }
+
+  /** Mark a node unschedulable (`kubectl cordon`) or schedulable again. */
+  async cordon(node: string, unschedulable: boolean): Promise<void> {
+    await this.#editNode(node, () => ({ unschedulable: unschedulable ? true : null }));
+  }
+
+  /** Add a taint to a node (replacing one with the same key and effect). */
+  async taint(node: string, taint: Taint): Promise<void> {
+    await this.#editNode(node, (spec) => ({
+      taints: [
+        ...(spec.taints ?? []).filter((t) => !(t.key === taint.key && t.effect === taint.effect)),
+        taint,
+      ],
+    }));
+  }
+
+  /** Remove every taint with `key` from a node. */
+  async untaint(node: string, key: string): Promise<void> {
+    await this.#editNode(node, (spec) => ({
+      taints: (spec.taints ?? []).filter((t) => t.key !== key),
+    }));
   }
 
   /** FailedMount (or any `reason`) events of a pod. */
@@ -544,6 +712,13 @@ export abstract class ScenarioCluster {
 }
 
 /** Run `scenarios` as steps of one test (`t.step` each). */
-export function stepsOf(t: Deno.TestContext): Step {
-  return (name, fn) => t.step(name, fn);
+export function stepsOf(
+  t: Deno.TestContext,
+  detail: (name: string, detail: string) => void = () => {},
+): Step {
+  return (name, fn) =>
+    t.step(name, async () => {
+      const d = await fn();
+      if (d) detail(name, d);
+    });
 }

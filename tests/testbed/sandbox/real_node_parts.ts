@@ -1,29 +1,32 @@
 /**
- * `deno task sandbox --real-node`: the sandbox's parts on the real single-node cluster
+ * `deno task sandbox --real-node`: the sandbox's parts on the real cluster
  * (`tests/testbed/services/real_node/`) instead of emulators and processes — the node started (or
  * reused), a relay that lets pods reach the sandbox's S3 server on the host's loopback, our images
- * built and imported, and the driver installed with `deno task deploy`; at the end
- * `deno task undeploy --purge` and, when the sandbox started the node, `stop.sh` (which checks that
- * nothing is left on the host). Each part is one reported step.
+ * built and imported, the driver installed with `deno task deploy`, and for a scenario that needs
+ * two nodes the second node (`worker.sh`); at the end `deno task undeploy --purge`, the second node
+ * stopped and, when the sandbox started the node, `stop.sh` (which checks that nothing is left on
+ * the host). Each part is one reported step.
  *
  * @module
  */
-import type { KubeClient, KubeObject } from "../../../src/kube/client.ts";
-import { CSI_NODES } from "../../../src/kube/resources.ts";
-import { DRIVER_NAME } from "../../../src/util/version.ts";
-import { waitFor } from "../../../src/util/wait_for.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
 import {
   buildDriverImages,
   deployDriver,
   type DeployedDriver,
+  driverRegistered,
+  imageArchives,
   resolveEngine,
 } from "../services/real_node/driver.ts";
 import { containerLog } from "../services/real_node/host.ts";
 import {
   type RealNode,
   realNodeLeftovers,
+  type RealWorker,
   startRealNode,
+  startRealWorker,
   stopRealNode,
+  stopRealWorker,
 } from "../services/real_node/real_node.ts";
 import { startTcpRelay, type TcpRelay } from "../services/real_node/tcp_relay.ts";
 import type { Pod } from "../kubelet/k8s_types.ts";
@@ -33,8 +36,12 @@ import type { StepReporter } from "./step_reporter.ts";
 /** The real node and what the sandbox put on it. */
 export class RealNodeParts {
   node: RealNode | undefined;
+  /** The second node, when a scenario needs one. */
+  worker: RealWorker | undefined;
   relay: TcpRelay | undefined;
   driver: DeployedDriver | undefined;
+  /** The driver images' OCI archives (imported into a second node too). */
+  #archives: string[] = [];
   readonly #r: StepReporter;
   readonly #logDir: string;
   readonly #signal: AbortSignal;
@@ -101,6 +108,7 @@ export class RealNodeParts {
         out.trim().split("\n").map((l) => l.split(" ")[0]!.replace(/^IMAGE_\w+=/, "")).join(", "),
     );
     if (images === undefined) return false;
+    this.#archives = imageArchives(images);
     const driver = await r.step(
       "Driver deployed (deno task deploy): CSIDriver, controller, provisioning (csi-provisioner), node plugin + registrar + livenessprobe, all Ready",
       async () =>
@@ -123,19 +131,40 @@ export class RealNodeParts {
   /** Wait until the kubelet lists the driver in CSINode (the registrar registered it). */
   async registered(client: KubeClient): Promise<string> {
     const node = this.node!;
-    await waitFor("CSINode to list the driver", async () => {
-      const n = await client.get<{ spec?: { drivers?: { name: string }[] } } & KubeObject>(
-        CSI_NODES,
-        node.nodeName,
-      );
-      return n?.spec?.drivers?.some((d) => d.name === DRIVER_NAME) ?? false;
-    }, { timeoutMs: 30_000, intervalMs: 200 });
+    await driverRegistered(client, node.nodeName, 30_000);
     return node.nodeName;
   }
 
-  /** Output of a container (the kubelet's log files). */
-  log(pod: Pod, container: string): Promise<string> {
-    return this.node ? containerLog(this.node, pod, container) : Promise.resolve("");
+  /**
+   * Start (or reuse) the second node with the driver images, and wait until its node plugin is
+   * registered; resolves false when the step failed.
+   */
+  async startWorker(client: KubeClient): Promise<boolean> {
+    const w = await this.#r.step(
+      "Second node: containerd + kubelet + kube-proxy in their own network and mount namespaces (worker.sh), driver registered",
+      async () => {
+        this.worker = await startRealWorker({
+          env: { REAL_NODE_IMPORT: this.#archives.join(" ") },
+          signal: this.#signal,
+        });
+        await driverRegistered(client, this.worker.nodeName, 120_000);
+        return this.worker;
+      },
+      (x) =>
+        `node ${x.nodeName} at ${x.nodeIp} (${
+          x.startedHere ? "started" : "already running, reused"
+        }; logs ${x.state}/logs)`,
+    );
+    return w !== undefined;
+  }
+
+  /** Output of a container (the kubelets' log files). */
+  async log(pod: Pod, container: string): Promise<string> {
+    for (const n of [this.node, this.worker]) {
+      const text = n ? await containerLog(n, pod, container) : "";
+      if (text) return text;
+    }
+    return "";
   }
 
   /** Undeploy, stop the relay, and stop the node if this sandbox started it. */
@@ -151,6 +180,16 @@ export class RealNodeParts {
     }
     await this.relay?.close();
     this.relay = undefined;
+    const worker = this.worker;
+    if (worker?.startedHere) {
+      await r.step("Second node stopped (worker.sh stop)", async () => {
+        await stopRealWorker();
+        return worker.nodeName;
+      }, (n) => n);
+    } else if (worker) {
+      r.report("Second node", "info", "left running (it was running before the sandbox)");
+    }
+    this.worker = undefined;
     const node = this.node;
     if (!node) return;
     if (node.startedHere) {

@@ -3,9 +3,9 @@
  * control plane (API server, scheduler, PV binder, csi-provisioner) and the kubelet are emulated —
  * or, with `--real-apiserver`, the API server and PV binder are the real kube-apiserver and
  * kube-controller-manager; processes, FUSE, gRPC and S3 are real. Starts everything, runs the
- * scenario, prints each step, then tears it all down (after Ctrl-C with `--keep`) and checks that
- * no driver process crashed and nothing is left mounted or running. Exit 0 only when every step
- * completed.
+ * walk-through (`scenario.ts`) or, with `--scenario NAME`, one scenario of `tests/scenarios/`,
+ * prints each step, then tears it all down (after Ctrl-C with `--keep`) and checks that no driver
+ * process crashed and nothing is left mounted or running. Exit 0 only when every step completed.
  *
  * @module
  */
@@ -14,6 +14,8 @@ import { configureLogging, type LOG_OPTIONS } from "../../../src/util/log.ts";
 import { SandboxEnv } from "./sandbox_env.ts";
 import type { SANDBOX_OPTIONS } from "./sandbox_options.ts";
 import { runScenario } from "./scenario.ts";
+import { runRegisteredScenario } from "./run_scenario.ts";
+import { scenarioNamed } from "../../scenarios/registry.ts";
 import { StepReporter } from "./step_reporter.ts";
 import type { S3Choice } from "./s3_server.ts";
 import type { Engine } from "../../../src/mppod/mount_message.ts";
@@ -46,6 +48,15 @@ export async function runSandbox(
     },
   });
   const r = new StepReporter();
+  const scenarioId = config.scenario;
+  const scenario = scenarioId ? scenarioNamed(scenarioId) : undefined;
+  if (scenarioId && !config["real-node"]) {
+    r.line(`--scenario ${scenarioId} runs on the real node: add --real-node.`);
+    logFile.close();
+    return 2;
+  }
+  // "Every step completed": with a scenario, a skipped step fails the run too.
+  if (scenario) r.failOnSkip = true;
   if (config["real-node"] && (config["real-apiserver"] || config["without-controller"])) {
     r.line("--real-node runs the deployed driver on a real cluster: it takes neither");
     r.line("--real-apiserver nor --without-controller.");
@@ -83,6 +94,7 @@ export async function runSandbox(
     withoutController: config["without-controller"],
     realApiserver: config["real-apiserver"],
     realNode: config["real-node"],
+    realNodes: scenario?.nodes ?? 1,
     timeoutMs: config.timeout,
   }, r);
   try {
@@ -107,11 +119,20 @@ export async function runSandbox(
           : `logs: ${dir}/logs (driver processes), ${dir}/node-*/kubelet/pod-logs (containers)`,
       );
       r.line();
-      await runScenario(env, r, {
-        bucket: `sandbox-${env.runId}`,
-        timeoutMs: config.timeout,
-        keepWorkload: config.keep,
-      });
+      if (scenario) {
+        const cluster = env.scenarioCluster();
+        try {
+          await runRegisteredScenario(cluster, r, scenarioId!, scenario);
+        } finally {
+          await cluster.dispose();
+        }
+      } else {
+        await runScenario(env, r, {
+          bucket: `sandbox-${env.runId}`,
+          timeoutMs: config.timeout,
+          keepWorkload: config.keep,
+        });
+      }
       if (config.keep && !signal.aborted) {
         r.line();
         r.line("--keep: running until Ctrl-C (SIGINT) or SIGTERM…");

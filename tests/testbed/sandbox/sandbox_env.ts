@@ -39,6 +39,7 @@ import { logger } from "../../../src/util/log.ts";
 import { ChildProcess, type Crash, SupervisedProcess } from "./child_process.ts";
 import { type RealTier, startRealTier } from "./kube_real.ts";
 import { RealNodeParts } from "./real_node_parts.ts";
+import { RealNodeCluster } from "../services/real_node/cluster.ts";
 import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
 import type { Engine } from "../../../src/mppod/mount_message.ts";
 import { findEngineBin, prepareMounterImage, withEngine } from "../kubelet/mounter_image.ts";
@@ -88,6 +89,8 @@ export interface SandboxEnvOptions {
    * with `deno task deploy` instead of processes and emulators.
    */
   readonly realNode?: boolean;
+  /** With `realNode`: nodes to run (2 starts the second node of `worker.sh`). @default 1 */
+  readonly realNodes?: number;
   /** Bound of every wait (CRD established, driver registration, controller ready, drain). */
   readonly timeoutMs?: number;
 }
@@ -448,6 +451,7 @@ export class SandboxEnv {
       (n) => `node ${n}`,
     );
     if (registered === undefined) return false;
+    if ((this.#o.realNodes ?? 1) > 1 && !(await parts.startWorker(c))) return false;
     const ns = await r.step("Namespace of the scenario's workloads", async () => {
       await ensure(c, NAMESPACES, { metadata: { name: this.namespace } });
       await waitFor(
@@ -692,6 +696,21 @@ export class SandboxEnv {
       return false;
     });
     return `${n} object(s) deleted${gone ? "" : " (namespaces still terminating)"}`;
+  }
+
+  /**
+   * The cluster as the scenarios of `tests/scenarios/` see it (`--scenario`); on the real node
+   * only, for now (the emulated sandbox's adapter lives in the e2e tier).
+   */
+  scenarioCluster(): RealNodeCluster {
+    const parts = this.realNode;
+    if (!parts?.node || !this.s3) throw new Error("--scenario runs on the real node only");
+    return new RealNodeCluster(
+      parts.node,
+      this.s3.env,
+      this.namespace,
+      () => parts.worker ? [parts.worker] : [],
+    );
   }
 
   /** True when `bucket` exists in S3 (HeadBucket); false on 404. */

@@ -4,6 +4,7 @@
  * @module
  */
 import type { OptionSpecs } from "../../../src/util/config.ts";
+import { scenarioHelp, SCENARIOS } from "../../scenarios/registry.ts";
 
 /** S3 server choices. */
 export const S3_CHOICES = ["auto", "versitygw", "rgw", "s3rver"] as const;
@@ -60,6 +61,12 @@ export const SANDBOX_OPTIONS = {
     default: false,
     description:
       "Run on a real single-node cluster (tests/testbed/services/real_node/: kubelet + containerd + a real control plane) with the driver installed by `deno task deploy` (our images built locally, sidecar stand-ins); one node; reused if already running, stopped at the end only if started here",
+  },
+  scenario: {
+    type: "string",
+    choices: Object.keys(SCENARIOS),
+    description:
+      `Run this scenario of tests/scenarios/ (the modules the e2e and real-node tiers run) instead of the walk-through; with --real-node (a second node is started when it needs two). Exit 0 only when every step completed (a skipped step fails too). Scenarios: ${scenarioHelp()}`,
   },
   "without-controller": {
     type: "boolean",

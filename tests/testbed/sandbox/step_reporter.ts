@@ -38,6 +38,8 @@ export class SkippedError extends Error {
 /** Collects and prints steps. */
 export class StepReporter {
   readonly steps: StepRecord[] = [];
+  /** A skipped step fails the run too (`--scenario`: every step must complete). */
+  failOnSkip = false;
   readonly #write: (text: string) => void;
 
   /** Print with `write` (default: stdout). */
@@ -88,9 +90,11 @@ export class StepReporter {
     }
   }
 
-  /** True when no step failed. */
+  /** True when no step failed (nor was skipped, with {@link failOnSkip}). */
   get ok(): boolean {
-    return this.steps.every((s) => s.outcome !== "failed");
+    return this.steps.every((s) =>
+      s.outcome !== "failed" && !(this.failOnSkip && s.outcome === "skipped")
+    );
   }
 
   /** Counts by outcome. */
@@ -117,7 +121,7 @@ export class StepReporter {
     return this.exitCode();
   }
 
-  /** 0 when no step failed, else 1. */
+  /** 0 when no step failed (nor was skipped, with {@link failOnSkip}), else 1. */
   exitCode(): number {
     return this.ok ? 0 : 1;
   }

@@ -74,3 +74,16 @@ Deno.test("env lines of the S3 scripts", () => {
     A: "b=c",
   });
 });
+
+Deno.test("failOnSkip (--scenario): a skipped step fails the run, with the same summary", async () => {
+  let out = "";
+  const r = new StepReporter((t) => out += t);
+  r.failOnSkip = true;
+  await r.step("fine", () => Promise.resolve(""));
+  await r.step("needs two nodes", () => Promise.reject(new SkippedError("one node")));
+  assert.equal(r.finish(1), 1);
+  assert.match(
+    out,
+    /1 done, 1 skipped, 0 failed in 1\.0 s\n {2}SKIPPED: needs two nodes: one node/,
+  );
+});

@@ -6,9 +6,9 @@
 #   exit 0 clean | 1 leftovers (one line each on stdout) | 3 cannot check (not root)
 #
 # Checked: our processes (containerd and its shims, etcd, control plane,
-# kubelet, kube-proxy); mounts under the kubelet root, our state and run dirs,
+# kubelet, kube-proxy, the second node's); mounts under the kubelet root, our state and run dirs,
 # /run/netns and /run/containerd; CNI network namespaces; the bridge and its
-# veths; iptables/ip6tables rules and chains named KUBE-* or CNI-*, and nftables
+# veths, the second node's veth; iptables/ip6tables rules and chains named KUBE-* or CNI-*, and nftables
 # tables that were not there before; kubepods cgroups in every hierarchy; the
 # sysctls the kubelet, kube-proxy and the bridge plugin change; host paths the
 # kubelet, containerd and CNI create (/var/lib/kubelet, /var/lib/cni,
@@ -46,8 +46,8 @@ netns_list() {
   done | sort
 }
 links() {
-  ip -o link show 2>/dev/null | awk -F': ' -v b="$RN_BRIDGE" '{ n = $2; sub(/@.*/, "", n) }
-    n == b || $0 ~ (" master " b " ") { print "link " n }' | sort
+  ip -o link show 2>/dev/null | awk -F': ' -v b="$RN_BRIDGE" -v w="$RN_WORKER_VETH" '{ n = $2; sub(/@.*/, "", n) }
+    n == b || n == w || $0 ~ (" master " b " ") { print "link " n }' | sort
 }
 ipt_rules() { # KUBE-*/CNI-* chains and rules, v4 and v6
   local t
@@ -60,7 +60,8 @@ nft_tables() { nft list tables 2>/dev/null | sort || true; }
 cgroups() {
   local m
   for m in $(findmnt -rn -t cgroup,cgroup2 -o TARGET); do
-    find "$m" -maxdepth 2 -type d -name 'kubepods*' 2>/dev/null | sed 's/^/cgroup /'
+    find "$m" -maxdepth 2 -type d \( -name 'kubepods*' -o -name "$RN_WORKER_CGROUP" \) 2>/dev/null |
+      sed 's/^/cgroup /'
   done | sort -u
 }
 sysctls() {

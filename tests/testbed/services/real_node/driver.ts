@@ -9,14 +9,15 @@
 import { fileURLToPath } from "node:url";
 import { RestKubeClient } from "../../../../src/kube/rest_client.ts";
 import { kubeConfigFromFile } from "../../../../src/kube/kube_config.ts";
-import { SECRETS } from "../../../../src/kube/resources.ts";
-import type { KubeObject } from "../../../../src/kube/client.ts";
+import { CSI_NODES, SECRETS } from "../../../../src/kube/resources.ts";
+import type { KubeClient, KubeObject } from "../../../../src/kube/client.ts";
+import { waitFor } from "../../../../src/util/wait_for.ts";
 import { defaultValues } from "../../../../src/deploy/values.ts";
-import { DRIVER_VERSION } from "../../../../src/util/version.ts";
-import { type DriverS3, driverValues, LOCAL_REGISTRY } from "./driver_values.ts";
+import { DRIVER_NAME, DRIVER_VERSION } from "../../../../src/util/version.ts";
+import { type DriverS3, driverValues, imageArchives, LOCAL_REGISTRY } from "./driver_values.ts";
 import type { RealNode } from "./real_node.ts";
 
-export { type DriverS3, driverValues, LOCAL_REGISTRY };
+export { type DriverS3, driverValues, imageArchives, LOCAL_REGISTRY };
 
 const REPO = fileURLToPath(new URL("../../../../", import.meta.url));
 
@@ -193,4 +194,22 @@ export async function deployDriver(
       return out;
     },
   };
+}
+
+/**
+ * Wait until the kubelet of `nodeName` lists the driver in its CSINode (the registrar registered
+ * it): Ready containers do not mean that happened yet.
+ */
+export async function driverRegistered(
+  client: KubeClient,
+  nodeName: string,
+  timeoutMs = 60_000,
+): Promise<void> {
+  await waitFor(`CSINode ${nodeName} to list the driver`, async () => {
+    const n = await client.get<{ spec?: { drivers?: { name: string }[] } } & KubeObject>(
+      CSI_NODES,
+      nodeName,
+    );
+    return n?.spec?.drivers?.some((d) => d.name === DRIVER_NAME) ?? false;
+  }, { timeoutMs, intervalMs: 200 });
 }

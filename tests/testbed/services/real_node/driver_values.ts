@@ -1,6 +1,7 @@
 /**
  * The values `deno task deploy` gets on the real node: only the images (ours, built locally and
- * never pulled; the sidecar stand-ins), the pull policy and the S3 endpoint the pods reach.
+ * never pulled; the sidecar stand-ins; the pause image for headroom pods), the pull policy and the
+ * S3 endpoint the pods reach.
  *
  * @module
  */
@@ -19,10 +20,25 @@ export interface DriverS3 {
   readonly secretAccessKey: string;
 }
 
-/** The values file's content: images, pull policy, S3; everything else stays default. */
+/**
+ * The values file's content: images (the headroom pods' pause image is the node's own sandbox
+ * image), pull policy, S3; everything else stays default.
+ */
 export function driverValues(node: Pick<RealNode, "imagePrefix">, s3: DriverS3): unknown {
   return {
     image: realNodeImageValues(node, LOCAL_REGISTRY, DRIVER_VERSION),
+    mountpointPod: { headroomImage: `${node.imagePrefix}/pause:3.10` },
     s3: { endpointUrl: s3.endpoint, region: s3.region },
   };
+}
+
+/**
+ * The OCI archives named by `scripts/build_images_local.ts`' output (`IMAGE_<C>=<ref> <archive>`
+ * lines), to import into another node too.
+ */
+export function imageArchives(buildOutput: string): string[] {
+  return buildOutput.split("\n").flatMap((l) => {
+    const m = /^IMAGE_\w+=\S+ (\S+)$/.exec(l.trim());
+    return m ? [m[1]!] : [];
+  });
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { containerIdOf, criLogText, podUidOfCgroup, processTree } from "./host.ts";
-import { driverValues, LOCAL_REGISTRY } from "./driver_values.ts";
+import { driverValues, imageArchives, LOCAL_REGISTRY } from "./driver_values.ts";
 
 Deno.test("CRI log lines become the container's text; partial lines are joined", () => {
   const raw = [
@@ -44,10 +44,25 @@ Deno.test("deploy values: local images, never pulled, stand-in sidecars, the pod
     region: "us-east-1",
     accessKeyId: "AK",
     secretAccessKey: "SK",
-  }) as { image: Record<string, string>; s3: Record<string, string> };
+  }) as {
+    image: Record<string, string>;
+    s3: Record<string, string>;
+    mountpointPod: Record<string, string>;
+  };
   assert.equal(v.image.registry, LOCAL_REGISTRY);
   assert.equal(v.image.pullPolicy, "Never");
   assert.equal(v.image.csiProvisioner, "localhost/s3csi-testbed/csi-provisioner:standin");
   assert.deepEqual(v.s3, { endpointUrl: "http://192.0.2.2:4000", region: "us-east-1" });
+  assert.deepEqual(v.mountpointPod, { headroomImage: "localhost/s3csi-testbed/pause:3.10" });
   assert.equal(JSON.stringify(v).includes("SK"), false, "no key in the values");
+});
+
+Deno.test("the driver images' archives from the build's output (a second node imports them too)", () => {
+  assert.deepEqual(
+    imageArchives(
+      "IMAGE_NODE=localhost/s3csi/s3-csi-node:0.1.0 /repo/dist/images/s3-csi-node.oci.tar\n" +
+        "noise\nIMAGE_MOUNTER=localhost/s3csi/s3-csi-mounter:0.1.0 /repo/dist/images/m.oci.tar\n",
+    ),
+    ["/repo/dist/images/s3-csi-node.oci.tar", "/repo/dist/images/m.oci.tar"],
+  );
 });

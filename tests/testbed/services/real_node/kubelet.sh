@@ -35,8 +35,10 @@ start)
   kr_live_pid "$RN_STATE/containerd.pid" >/dev/null || rn_die 1 "containerd is not running"
   rn_kubelet_cmd "$REAL_NODE_NAME" "$REAL_NODE_IP"
   printf '\n==== kubelet.sh start %s ====\n' "$(date -Is)" >>"$RN_STATE/logs/kubelet.log"
-  # No lock fd (start.sh's 8) to inherit: none is open here.
-  setsid "${RN_KUBELET_CMD[@]}" </dev/null >>"$RN_STATE/logs/kubelet.log" 2>&1 &
+  (
+    rn_close_fds
+    exec setsid "${RN_KUBELET_CMD[@]}" </dev/null >>"$RN_STATE/logs/kubelet.log" 2>&1
+  ) &
   echo $! >"$PIDFILE"
   deadline=$(($(date +%s) + TIMEOUT))
   healthz() { curl -s --max-time 2 "http://127.0.0.1:$RN_KUBELET_HEALTHZ_PORT/healthz" 2>/dev/null | grep -qx ok; }

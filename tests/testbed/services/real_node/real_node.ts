@@ -30,6 +30,20 @@ export interface RealNode {
   readonly startedHere?: boolean;
 }
 
+/** The second node (`worker.sh start`), joined to the same control plane. */
+export interface RealWorker {
+  /** Node name. */
+  readonly nodeName: string;
+  /** Node address (in its own network namespace). */
+  readonly nodeIp: string;
+  /** Its containerd socket (image imports). */
+  readonly containerdAddress: string;
+  /** Its state dir: pid files, `pod-logs`, `logs`. */
+  readonly state: string;
+  /** False when `worker.sh` found a healthy second node and reused it. */
+  readonly startedHere?: boolean;
+}
+
 /** The machine cannot run a real node (not root, packages missing, no Go, ...). */
 export class RealNodeUnavailable extends Error {
   /** Error name. */
@@ -223,4 +237,33 @@ export async function realNodeLeftovers(options: RealNodeOptions = {}): Promise<
     throw new RealNodeError(`check_clean.sh failed (exit ${r.code}): ${r.stderr}`);
   }
   return r.stdout.split("\n").filter((l) => l.trim() !== "");
+}
+
+/**
+ * Start (or reuse) the second node of the running real node (`worker.sh start`); `options.env`
+ * may name more OCI archives to import first (`REAL_NODE_IMPORT`, e.g. the driver's images).
+ * @throws {RealNodeUnavailable} no real node runs, or this machine cannot run a second one
+ * @throws {RealNodeError} it failed to start (logs under `<state>/worker/logs`)
+ */
+export async function startRealWorker(options: RealNodeOptions = {}): Promise<RealWorker> {
+  const r = await runScript("worker.sh", ["start"], options.env ?? {}, options.signal);
+  checkScript("worker.sh", r);
+  const env = parseEnvLines(r.stdout);
+  const get = (k: string) => {
+    const v = env[k];
+    if (!v) throw new RealNodeError(`worker.sh did not print ${k}`);
+    return v;
+  };
+  return {
+    nodeName: get("REAL_NODE_WORKER_NAME"),
+    nodeIp: get("REAL_NODE_WORKER_IP"),
+    containerdAddress: get("REAL_NODE_WORKER_CONTAINERD_ADDRESS"),
+    state: get("REAL_NODE_WORKER_STATE"),
+    startedHere: !/already running/.test(r.stderr),
+  };
+}
+
+/** Stop the second node (its pods, processes, namespaces; the Node object). */
+export async function stopRealWorker(options: RealNodeOptions = {}): Promise<void> {
+  await script("worker.sh", ["stop"], options.env ?? {}, options.signal);
 }

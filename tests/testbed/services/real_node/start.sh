@@ -39,7 +39,7 @@ elapsed() { echo "$((($(date +%s%N) - T_BEGIN) / 1000000))ms"; }
 [ "$(uname -s)" = Linux ] || rn_skip "only Linux is supported"
 [ "$(id -u)" -eq 0 ] || rn_skip "must run as root (kubelet, containerd, mounts, iptables)"
 for t in containerd containerd-shim-runc-v2 runc ctr iptables iptables-save iptables-restore ip6tables \
-  nft ip conntrack openssl curl flock setsid timeout findmnt mountpoint sysctl pgrep; do
+  nft ip conntrack openssl curl flock setsid timeout findmnt mountpoint sysctl pgrep unshare nsenter; do
   command -v "$t" >/dev/null 2>&1 ||
     rn_skip "'$t' is missing (apt-get install ${RN_PACKAGES[*]})"
 done
@@ -161,67 +161,37 @@ echo "$NODE_IP" >"$RN_STATE/node_ip"
 # PKI: a CA, serving certs for the apiserver and the kubelet, client certs for
 # everyone (EC P-256 keys: fast to make).
 PKI="$RN_STATE/pki"
-newkey() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-cert() { # cert NAME SUBJECT EXTENSIONS
-  newkey "$PKI/$1.key"
-  openssl req -new -key "$PKI/$1.key" -subj "$2" -out "$PKI/$1.csr" 2>/dev/null
-  printf '%s\n' "$3" >"$PKI/$1.ext"
-  openssl x509 -req -in "$PKI/$1.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
-    -days 30 -sha256 -extfile "$PKI/$1.ext" -out "$PKI/$1.crt" 2>/dev/null
-  rm -f "$PKI/$1.csr" "$PKI/$1.ext"
-}
-newkey "$PKI/ca.key"
+cert() { rn_cert "$PKI" "$@"; }
+rn_newkey "$PKI/ca.key"
 openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=s3csi-real-node-ca" -days 30 -sha256 \
   -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
   -out "$PKI/ca.crt" 2>/dev/null
 SVC_IP="$(awk -F'[./]' '{ print $1"."$2"."$3"."$4+1 }' <<<"$RN_SERVICE_CIDR")"
-CLIENT_EXT=$'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth'
-SERVER_EXT=$'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth'
-cert apiserver "/CN=kube-apiserver" "$SERVER_EXT
+cert apiserver "/CN=kube-apiserver" "$RN_SERVER_EXT
 subjectAltName=IP:$NODE_IP,IP:127.0.0.1,IP:$SVC_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-cert kubelet-serving "/CN=$NODE_NAME" "$SERVER_EXT
+cert kubelet-serving "/CN=$NODE_NAME" "$RN_SERVER_EXT
 subjectAltName=IP:$NODE_IP,DNS:$NODE_NAME"
-cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$CLIENT_EXT"
-cert admin "/O=system:masters/CN=s3csi-real-node-admin" "$CLIENT_EXT"
-cert kube-controller-manager "/CN=system:kube-controller-manager" "$CLIENT_EXT"
-cert kube-scheduler "/CN=system:kube-scheduler" "$CLIENT_EXT"
-cert kube-proxy "/CN=system:kube-proxy" "$CLIENT_EXT"
-cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" "$CLIENT_EXT"
-newkey "$PKI/sa.key"
+cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "$RN_CLIENT_EXT"
+cert admin "/O=system:masters/CN=s3csi-real-node-admin" "$RN_CLIENT_EXT"
+cert kube-controller-manager "/CN=system:kube-controller-manager" "$RN_CLIENT_EXT"
+cert kube-scheduler "/CN=system:kube-scheduler" "$RN_CLIENT_EXT"
+cert kube-proxy "/CN=system:kube-proxy" "$RN_CLIENT_EXT"
+cert kubelet "/O=system:nodes/CN=system:node:$NODE_NAME" "$RN_CLIENT_EXT"
+rn_newkey "$PKI/sa.key"
 openssl pkey -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
 
-kubeconfig() { # kubeconfig FILE CERT-NAME
-  cat >"$1" <<KCFG
-apiVersion: v1
-kind: Config
-clusters:
-- name: s3csi-real-node
-  cluster:
-    server: $APISERVER_URL
-    certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
-users:
-- name: $2
-  user:
-    client-certificate-data: $(base64 -w0 <"$PKI/$2.crt")
-    client-key-data: $(base64 -w0 <"$PKI/$2.key")
-contexts:
-- name: s3csi-real-node
-  context:
-    cluster: s3csi-real-node
-    user: $2
-    namespace: default
-current-context: s3csi-real-node
-KCFG
-  chmod 600 "$1"
-}
+kubeconfig() { rn_kubeconfig "$1" "$PKI" "$2" "$APISERVER_URL"; }
 kubeconfig "$KCFG" admin
 for c in kube-controller-manager kube-scheduler kube-proxy kubelet; do kubeconfig "$RN_STATE/$c.kubeconfig" "$c"; done
 rn_log "state and PKI ready ($(elapsed))"
 
-launch() { # launch NAME BIN ARGS... : detached, pid in <state>/NAME.pid
+launch() { # launch NAME BIN ARGS... : detached, no inherited fd, pid in <state>/NAME.pid
   local name="$1"
   shift
-  setsid "$@" </dev/null >"$RN_STATE/logs/$name.log" 2>&1 8>&- &
+  (
+    rn_close_fds
+    exec setsid "$@" </dev/null >"$RN_STATE/logs/$name.log" 2>&1
+  ) &
   echo $! >"$RN_STATE/$name.pid"
 }
 DEADLINE=$(($(date +%s) + START_TIMEOUT))
@@ -248,61 +218,8 @@ mount --bind "$RN_STATE/kubelet" "$RN_KUBELET_ROOT"
 mount --make-rshared "$RN_KUBELET_ROOT"
 
 # ---- containerd ---------------------------------------------------------------------------
-cat >"$RN_STATE/containerd/config.toml" <<TOML
-version = 2
-root = "$RN_STATE/containerd/root"
-state = "$RN_RUN/containerd"
-[grpc]
-  address = "$RN_RUN/containerd.sock"
-[ttrpc]
-  address = "$RN_RUN/containerd.sock.ttrpc"
-[debug]
-  address = "$RN_RUN/containerd-debug.sock"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$RN_STATE/containerd/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$RN_PAUSE_IMAGE"
-  # This VM's capability bounding set lacks CAP_SYS_RESOURCE: without this,
-  # runc cannot write oom_score_adj and every sandbox fails.
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  enable_selinux = false
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        Root = "$RN_RUN/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$CNI_BIN"
-    conf_dir = "$RN_STATE/cni/net.d"
-    max_conf_num = 1
-TOML
-cat >"$RN_STATE/cni/net.d/10-s3csi.conflist" <<CNI
-{
-  "cniVersion": "0.4.0",
-  "name": "$RN_CNI_NETWORK",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$RN_BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$RN_STATE/cni/ipam",
-        "ranges": [[{ "subnet": "$RN_POD_CIDR" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }]
-      }
-    }
-  ]
-}
-CNI
+rn_containerd_config "$RN_STATE/containerd/config.toml" "$RN_STATE" "$RN_RUN" "$CNI_BIN"
+rn_cni_conflist "$RN_STATE/cni" "$RN_CNI_NETWORK" "$RN_BRIDGE" "$RN_POD_CIDR"
 launch containerd containerd --config "$RN_STATE/containerd/config.toml"
 ctr_ok() { rn_ctr version >/dev/null 2>&1; }
 wait_for containerd ctr_ok
@@ -357,37 +274,7 @@ launch kube-scheduler "$KR_BIN/kube-scheduler" \
   --leader-elect=false --profiling=false
 
 # ---- kubelet ------------------------------------------------------------------------------
-cat >"$RN_STATE/kubelet.yaml" <<YAML
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: $NODE_IP
-port: $RN_KUBELET_PORT
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: $RN_KUBELET_HEALTHZ_PORT
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: $PKI/ca.crt}
-authorization: {mode: Webhook}
-tlsCertFile: $PKI/kubelet-serving.crt
-tlsPrivateKeyFile: $PKI/kubelet-serving.key
-containerRuntimeEndpoint: unix://$RN_RUN/containerd.sock
-cgroupDriver: cgroupfs
-failSwapOn: false
-podLogsDir: $RN_STATE/pod-logs
-staticPodPath: $RN_STATE/manifests
-clusterDomain: cluster.local
-# Local images only: never garbage-collect them; never evict for disk.
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: 1%
-  nodefs.inodesFree: 1%
-  imagefs.available: 1%
-serializeImagePulls: false
-YAML
+rn_kubelet_config "$RN_STATE" "$NODE_IP" "$RN_RUN/containerd.sock"
 rn_kubelet_cmd "$NODE_NAME" "$NODE_IP"
 launch kubelet "${RN_KUBELET_CMD[@]}"
 wait_for kubelet node_ready

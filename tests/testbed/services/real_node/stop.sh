@@ -2,7 +2,8 @@
 # Stop the real node started by start.sh and undo everything it did to the
 # host, then verify that with check_clean.sh.
 #
-# Order: controllers and scheduler stop (nothing recreates pods); pods are
+# Order: the second node, if any (worker.sh stop); controllers and scheduler
+# stop (nothing recreates pods); pods are
 # deleted, workloads before DaemonSet pods (a CSI node plugin must outlive the
 # pods whose volumes it unpublishes), and the kubelet tears them down (volumes
 # unmounted, sandboxes and their network removed); then kube-proxy, kubelet,
@@ -39,6 +40,11 @@ stop_one() { # stop_one NAME: SIGTERM, bounded wait, then SIGKILL (pid checked t
   kr_stop_pidfile "$1" "$RN_STATE/$1.pid" "$STOP_TIMEOUT" rn_log || rm -f "$RN_STATE/$1.pid"
 }
 alive() { kr_live_pid "$RN_STATE/$1.pid" >/dev/null; }
+
+# ---- 0. the second node (worker.sh), if one runs: its pods, processes and namespaces ----------
+if [ -d "$RN_WORKER_STATE" ] || [ -d "$RN_WORKER_RUN" ]; then
+  REAL_NODE_STOP_NOLOCK=1 "$RN_HERE/worker.sh" stop || rn_log "worker.sh stop failed (check below)"
+fi
 
 # ---- 1. pods go while the kubelet can still tear them down ------------------------------------
 if alive kube-apiserver && alive kubelet && [ -s "$KCFG" ]; then
