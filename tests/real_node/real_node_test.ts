@@ -34,6 +34,8 @@ import {
   PRIORITY_CLASS_POLICY,
   PROVISIONER_DEPLOYMENT,
   PROVISIONER_LEASE,
+  STORAGE_CLASS_POLICY,
+  VOLUME_POLICY,
 } from "../../src/deploy/names.ts";
 import { defaultValues } from "../../src/deploy/values.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
@@ -148,8 +150,9 @@ realNodeTest(
           MOUNTPOINT_POD_POLICY,
           PRIORITY_CLASS_POLICY,
           CONTROLLER_POLICY,
-        ]
-          .sort();
+          VOLUME_POLICY,
+          STORAGE_CLASS_POLICY,
+        ].sort();
         assert.deepEqual(policies, rendered, "the policies are served by the real apiserver");
         const bindings = (await e.client.list(VALIDATING_ADMISSION_POLICY_BINDINGS, {
           labelSelector: `${LABEL_PART_OF}=${PART_OF}`,
