@@ -29,8 +29,8 @@ import {
   testBytes,
   versitygwReason,
 } from "../tests/engine/_engine.ts";
-import { pauseAfter, percentile, startWorkload, supervise } from "../tests/engine/_session.ts";
-import { runToEnd } from "../tests/_helpers.ts";
+import { pauseAfter, startWorkload, supervise } from "../tests/engine/_session.ts";
+import { percentile, runToEnd } from "../tests/_helpers.ts";
 import { publishVolume, startEngineNode } from "../tests/engine_node/_engine_node.ts";
 
 const { values } = parseArgs({

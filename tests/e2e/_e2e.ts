@@ -13,6 +13,13 @@
  */
 import assert from "node:assert/strict";
 import type { KubeClient } from "../../src/kube/client.ts";
+import { PODS } from "../../src/kube/resources.ts";
+import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
+import {
+  type HostProcess,
+  hostProcesses,
+  processTree,
+} from "../testbed/services/real_node/host.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { CREDENTIALS_FILE } from "../../src/node/credentials.ts";
 import { describeCrashes } from "../testbed/sandbox/child_process.ts";
@@ -155,6 +162,34 @@ export class E2E extends ScenarioCluster {
     ]);
     const sockets = await findFiles(this.dir, (_p, info) => info.isSocket === true);
     return sockets.filter((s) => !expected.has(s));
+  }
+
+  /**
+   * The emulated kubelet runs the Mountpoint container as a host process, its own process group:
+   * the mounter, become `s3-csi-supervisor` with the pod's comm dir (under its UID) in its
+   * arguments; the engine is its child.
+   */
+  async mountpointProcesses(name: string): Promise<{ container?: number; engine?: number }> {
+    const pod = await this.client.get<Pod>(PODS, name, DEFAULT_MOUNTPOINT_NAMESPACE);
+    const uid = pod?.metadata.uid;
+    if (!uid) return {};
+    const all = await hostProcesses();
+    const program = (p: HostProcess) => p.cmdline.split(" ")[0]!.replace(/^.*\//, "");
+    const container = all.find((p) =>
+      program(p) === "s3-csi-supervisor" && p.cmdline.includes(`/pods/${uid}/`)
+    );
+    if (!container) return {};
+    const engine = processTree(all, container.pid).find((p) =>
+      p.pid !== container.pid && /^(rclone|mount-s3)$/.test(program(p))
+    );
+    return { container: container.pid, ...(engine ? { engine: engine.pid } : {}) };
+  }
+
+  /** SIGKILL the container's process group, as a runtime kills a container; the kubelet restarts it. */
+  async killMountpointContainer(name: string): Promise<void> {
+    const { container } = await this.mountpointProcesses(name);
+    if (container === undefined) throw new Error(`Mountpoint Pod ${name} has no running container`);
+    Deno.kill(-container, "SIGKILL");
   }
 
   /** The sandbox's own long-running processes (node plugins, controller). */

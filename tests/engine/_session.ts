@@ -107,14 +107,6 @@ export function pauseAfter(r: WorkloadReport, at: number): number | undefined {
   return ends.length ? Math.min(...ends) - at : undefined;
 }
 
-/** The `p`-th percentile (0-100) of `values` (nearest rank). */
-export function percentile(values: readonly number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[
-    Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))
-  ]!;
-}
-
 /** A mount served through the supervisor (or by the plain engine). */
 export interface Supervised {
   readonly dir: string;

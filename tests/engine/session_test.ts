@@ -26,14 +26,8 @@ import {
   versitygwReason,
   withBucket,
 } from "./_engine.ts";
-import {
-  lostWrites,
-  pauseAfter,
-  percentile,
-  startWorkload,
-  supervise,
-  workloadErrors,
-} from "./_session.ts";
+import { percentile } from "../_helpers.ts";
+import { lostWrites, pauseAfter, startWorkload, supervise, workloadErrors } from "./_session.ts";
 
 const reason = fuseReason() ?? engineBin().reason ?? versitygwReason();
 

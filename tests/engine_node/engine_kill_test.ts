@@ -19,15 +19,9 @@
 import assert from "node:assert/strict";
 import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
-import { waitFor } from "../_helpers.ts";
+import { percentile, waitFor } from "../_helpers.ts";
 import { sha256, testBytes } from "../engine/_engine.ts";
-import {
-  lostWrites,
-  pauseAfter,
-  percentile,
-  startWorkload,
-  workloadErrors,
-} from "../engine/_session.ts";
+import { lostWrites, pauseAfter, startWorkload, workloadErrors } from "../engine/_session.ts";
 import { engineNodeTest, enginePid, publishVolume, startEngineNode } from "./_engine_node.ts";
 
 function report(line: string): void {

@@ -56,6 +56,7 @@ import { TEARDOWN } from "../scenarios/teardown.ts";
 import { NO_EXECUTE_TAINT } from "../scenarios/taints.ts";
 import { HEADROOM } from "../scenarios/headroom.ts";
 import { DRAIN } from "../scenarios/drain.ts";
+import { ENGINE_CRASH } from "../scenarios/engine_crash.ts";
 import {
   deployed,
   DRIVER_NAMESPACE,
@@ -76,7 +77,6 @@ import {
   nodePluginCrash,
 } from "./_node_only.ts";
 import { engineCache } from "./_cache.ts";
-import { engineCrash } from "./_engine_crash.ts";
 import { perVolumeEndpoint } from "./_endpoints.ts";
 
 interface CsiDriverLike extends KubeObject {
@@ -231,10 +231,7 @@ realNodeTest(
   "real node: node plugin container killed while a workload uses its mount",
   (tier, t) => nodePluginCrash(tier, stepsOf(t)),
 );
-realNodeTest(
-  "real node: the engine killed 3 times, OOM-killed, its container killed: no error",
-  (tier, t) => engineCrash(tier, stepsOf(t)),
-);
+realNodeScenario(ENGINE_CRASH);
 realNodeTest(
   "real node: controller killed mid-reconcile creates no duplicate",
   (tier, t) => controllerCrash(tier, stepsOf(t)),

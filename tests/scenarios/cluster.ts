@@ -31,6 +31,7 @@ import {
   DEFAULT_MOUNTPOINT_NAMESPACE,
   LABEL_COMPONENT,
 } from "../../src/mppod/labels.ts";
+import { MOUNTPOINT_CONTAINER } from "../../src/mppod/pod_spec.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
 import { kubectl, type KubectlResult, waitFor } from "../_helpers.ts";
@@ -689,6 +690,32 @@ export abstract class ScenarioCluster {
   /** S3PAs. */
   async s3pas(): Promise<S3paLike[]> {
     return (await this.client.list<S3paLike>(S3PAS)).items;
+  }
+
+  /**
+   * Whether each container runs in a memory cgroup of its own that this process may lower (a real
+   * node's container runtime); the emulated kubelet's processes share the test runner's.
+   */
+  get containerCgroups(): boolean {
+    return false;
+  }
+
+  /**
+   * Host pids of Mountpoint Pod `name`'s container: its init process (the mounter become the
+   * supervisor) and the engine it runs (undefined while none runs).
+   */
+  abstract mountpointProcesses(
+    name: string,
+  ): Promise<{ readonly container?: number; readonly engine?: number }>;
+
+  /** Kill Mountpoint Pod `name`'s container, every process of it; its kubelet restarts it. */
+  abstract killMountpointContainer(name: string): Promise<void>;
+
+  /** Restart count of Mountpoint Pod `name`'s container, from its status (0 when unknown). */
+  async mountpointRestarts(name: string): Promise<number> {
+    const pod = await this.client.get<Pod>(PODS, name, DEFAULT_MOUNTPOINT_NAMESPACE);
+    return pod?.status?.containerStatuses?.find((c) => c.name === MOUNTPOINT_CONTAINER)
+      ?.restartCount ?? 0;
   }
 
   /** The Mountpoint Pod serving a workload pod (from the S3PAs). */

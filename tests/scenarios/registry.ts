@@ -19,6 +19,7 @@ import { TEARDOWN } from "./teardown.ts";
 import { DRAIN } from "./drain.ts";
 import { NO_EXECUTE_TAINT } from "./taints.ts";
 import { HEADROOM } from "./headroom.ts";
+import { ENGINE_CRASH } from "./engine_crash.ts";
 
 /** Scenario names (as `--scenario` takes them) → scenario. */
 export const SCENARIOS: Readonly<Record<string, Scenario>> = {
@@ -31,6 +32,8 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   secrets: SECRETS_PER_VOLUME,
   failures: failuresScenario(),
   teardown: TEARDOWN,
+  // Mounts outlive their engine (issue 21).
+  "engine-crash": ENGINE_CRASH,
   // Day 2 (issue 22): real-node only.
   drain: DRAIN,
   taints: NO_EXECUTE_TAINT,

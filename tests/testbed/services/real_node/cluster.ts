@@ -21,7 +21,17 @@ import { defaultValues } from "../../../../src/deploy/values.ts";
 import type { Pod } from "../../kubelet/k8s_types.ts";
 import type { S3Env } from "../../sandbox/s3_server.ts";
 import { findFiles, type FindFilesView, ScenarioCluster } from "../../../scenarios/cluster.ts";
-import { containerLog, hostProcesses } from "./host.ts";
+import {
+  containerIdOf,
+  containerLog,
+  type HostProcess,
+  hostProcesses,
+  killContainer,
+  processTree,
+  taskPid,
+} from "./host.ts";
+import { MOUNTPOINT_CONTAINER } from "../../../../src/mppod/pod_spec.ts";
+import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../../../src/mppod/labels.ts";
 import type { RealNode, RealWorker } from "./real_node.ts";
 
 /** Namespace of the driver's own pods (node plugin, controller). */
@@ -222,6 +232,42 @@ export class RealNodeCluster extends ScenarioCluster {
         p.metadata.uid
       ),
     );
+  }
+
+  override get containerCgroups(): boolean {
+    return true;
+  }
+
+  /** Mountpoint Pod `name`'s container (containerd) on its node: its task's process tree. */
+  async mountpointProcesses(name: string): Promise<{ container?: number; engine?: number }> {
+    const found = await this.#mountpointContainer(name);
+    if (!found) return {};
+    const container = await taskPid(found.node, found.id).catch(() => undefined);
+    if (container === undefined) return {};
+    const program = (p: HostProcess) => p.cmdline.split(" ")[0]!.replace(/^.*\//, "");
+    const engine = processTree(await hostProcesses(), container).find((p) =>
+      /^(rclone|mount-s3)$/.test(program(p))
+    );
+    return { container, ...(engine ? { engine: engine.pid } : {}) };
+  }
+
+  /** SIGKILL the container's task through containerd; the kubelet restarts it. */
+  async killMountpointContainer(name: string): Promise<void> {
+    const found = await this.#mountpointContainer(name);
+    if (!found) throw new Error(`Mountpoint Pod ${name} has no running container`);
+    await killContainer(found.node, found.id);
+  }
+
+  async #mountpointContainer(
+    name: string,
+  ): Promise<{ node: Pick<RealNode, "containerdAddress">; id: string } | undefined> {
+    const pod = await this.client.get<Pod>(PODS, name, DEFAULT_MOUNTPOINT_NAMESPACE);
+    const id = containerIdOf(
+      pod?.status?.containerStatuses?.find((c) => c.name === MOUNTPOINT_CONTAINER),
+    );
+    const nodeName = pod?.spec?.nodeName;
+    const node = [this.node, ...this.#workers()].find((n) => n.nodeName === nodeName);
+    return id && node ? { node, id } : undefined;
   }
 
   /** Processes of every pod but the driver's own (workloads, Mountpoint Pods, their engines). */
