@@ -34,7 +34,7 @@ import {
 import { MOUNTPOINT_CONTAINER } from "../../src/mppod/pod_spec.ts";
 import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
-import { kubectl, type KubectlResult, waitFor } from "../_helpers.ts";
+import { kubectl, type KubectlResult, runToEnd, waitFor } from "../_helpers.ts";
 import { createBucketFor } from "../testbed/services/versitygw/admin.ts";
 
 /** S3 settings as the RGW scripts print them (main user, and the second user's keys). */
@@ -75,6 +75,11 @@ export interface Scenario {
    * emulated sandbox does not.
    */
   readonly realNodeOnly?: boolean;
+  /**
+   * The engine it proves something of: `mount-s3` (its session resumes after a crash; rclone's
+   * cannot) needs an S3 server that accepts its writes — the e2e tier then runs it on versitygw.
+   */
+  readonly engine?: "mount-s3";
   /** The steps; each creates objects with unique names and deletes them again. */
   run(e: ScenarioCluster, step: Step): Promise<void>;
 }
@@ -716,6 +721,66 @@ export abstract class ScenarioCluster {
     const pod = await this.client.get<Pod>(PODS, name, DEFAULT_MOUNTPOINT_NAMESPACE);
     return pod?.status?.containerStatuses?.find((c) => c.name === MOUNTPOINT_CONTAINER)
       ?.restartCount ?? 0;
+  }
+
+  /**
+   * For each volume mount of running workload `pod`: a path this (host) process can stat that
+   * resolves in the workload's own mount namespace (`/proc/PID/root/<mountPath>` of one of its
+   * processes where containers have one of their own; the target path where they share the
+   * host's). A dead FUSE mount there answers ENOTCONN even when the host's view was repaired.
+   */
+  abstract workloadMountViews(
+    pod: Pod,
+  ): Promise<{ readonly mountPath: string; readonly view: string }[]>;
+
+  /**
+   * The closing check every sandbox run makes (issue "Mounts outlive their engine"): no Mountpoint
+   * container was restarted, and every running workload's volume answers a stat and a listing
+   * from inside the workload (each bounded: a hung mount is a problem, never a hang of the check).
+   */
+  async closingCheck(): Promise<{ readonly detail: string; readonly problems: string[] }> {
+    const problems: string[] = [];
+    let restarts = 0;
+    for (const mp of await this.mountpointPods()) {
+      const c = mp.status?.containerStatuses?.find((x) => x.name === MOUNTPOINT_CONTAINER);
+      if (!c?.restartCount) continue;
+      restarts += c.restartCount;
+      const last = c.lastState?.terminated;
+      problems.push(
+        `Mountpoint Pod ${mp.metadata.name}: its container restarted ${c.restartCount} time(s)${
+          last ? ` (last: ${last.reason ?? "terminated"}, exit code ${last.exitCode})` : ""
+        }`,
+      );
+    }
+    const workloads = (await this.client.list<Pod>(PODS, { namespace: this.ns })).items.filter(
+      (p) => p.status?.phase === "Running" && !p.metadata.deletionTimestamp,
+    );
+    let checked = 0;
+    for (const pod of workloads) {
+      for (const { mountPath, view } of await this.workloadMountViews(pod)) {
+        checked++;
+        const r = await runToEnd("timeout", [
+          "10",
+          "sh",
+          "-c",
+          'stat -c %i "$1" > /dev/null && ls -A "$1" > /dev/null',
+          "sh",
+          view,
+        ]);
+        if (r.code !== 0) {
+          problems.push(
+            `workload ${pod.metadata.name}: ${mountPath} fails from inside: ${
+              r.code === 124 ? "no answer in 10 s" : r.stderr.trim().split("\n")[0]
+            }`,
+          );
+        }
+      }
+    }
+    return {
+      detail:
+        `${restarts} Mountpoint container restart(s); ${checked} workload mount(s) checked from inside`,
+      problems,
+    };
   }
 
   /** The Mountpoint Pod serving a workload pod (from the S3PAs). */

@@ -249,5 +249,6 @@ async function run(e: ScenarioCluster, step: Step): Promise<void> {
 export const ENGINE_CRASH: Scenario = {
   name: "the engine killed (and OOM-killed on a real node), its container killed: no error",
   nodes: 1,
+  engine: "mount-s3",
   run,
 };

@@ -10,6 +10,7 @@ import { unmount } from "../../../src/sys/mount.ts";
 import { readMountInfo } from "../../../src/sys/mountinfo.ts";
 import { type Crash, describeCrashes } from "./child_process.ts";
 import type { StepReporter } from "./step_reporter.ts";
+import type { ScenarioCluster } from "../../scenarios/cluster.ts";
 
 /**
  * Processes (pid → cmdline) whose command line or environment (other than `KUBECONFIG`) names
@@ -95,4 +96,23 @@ export async function checkNothingLeft(r: StepReporter, dir: string): Promise<vo
   });
   const cleaned = await cleanUpLeftovers(dir);
   if (cleaned) r.report("Leftovers cleaned up", "info", cleaned);
+}
+
+/**
+ * Step: no Mountpoint container was restarted and every running workload's volume answers from
+ * inside the workload (a dead mount in a container's own namespace shows here even when the
+ * driver's processes never crashed and the host's view was repaired).
+ */
+export async function checkMountpointsAndWorkloads(
+  r: StepReporter,
+  cluster: ScenarioCluster,
+): Promise<void> {
+  await r.step(
+    "Mountpoint containers ran without a restart; workload mounts answer from inside",
+    async () => {
+      const { detail, problems } = await cluster.closingCheck();
+      if (problems.length) throw new Error(`${detail}:\n${problems.join("\n")}`);
+      return detail;
+    },
+  );
 }

@@ -19,7 +19,12 @@ import { scenarioNamed } from "../../scenarios/registry.ts";
 import { StepReporter } from "./step_reporter.ts";
 import type { S3Choice } from "./s3_server.ts";
 import type { Engine } from "../../../src/mppod/mount_message.ts";
-import { checkNoCrashes, checkNothingLeft, mountsUnder } from "./leftovers.ts";
+import {
+  checkMountpointsAndWorkloads,
+  checkNoCrashes,
+  checkNothingLeft,
+  mountsUnder,
+} from "./leftovers.ts";
 import { kubectlPath } from "../../_helpers.ts";
 
 function waitForAbort(signal: AbortSignal): Promise<void> {
@@ -141,6 +146,7 @@ export async function runSandbox(
     }
   } finally {
     r.line();
+    await closingCheck(env, r);
     await env.drain();
     await env.stop();
     await checkNoCrashes(r, env.crashes());
@@ -155,4 +161,19 @@ export async function runSandbox(
     r.line(`state and logs kept in ${dir}`);
   }
   return code;
+}
+
+/**
+ * The closing check of the Mountpoint Pods and workloads, while they still run (before the drain),
+ * where the sandbox has a cluster the scenarios can see (the real node; the emulated sandbox's
+ * adapter lives in the e2e tier for now).
+ */
+async function closingCheck(env: SandboxEnv, r: StepReporter): Promise<void> {
+  if (!env.realNode?.node || !env.s3) return;
+  const cluster = env.scenarioCluster();
+  try {
+    await checkMountpointsAndWorkloads(r, cluster);
+  } finally {
+    await cluster.dispose();
+  }
 }

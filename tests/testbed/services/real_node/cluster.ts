@@ -251,6 +251,31 @@ export class RealNodeCluster extends ScenarioCluster {
     return { container, ...(engine ? { engine: engine.pid } : {}) };
   }
 
+  /**
+   * Each container's volume mounts as its own mount namespace sees them: through
+   * `/proc/<its task's pid>/root`, so a dead mount shows although the host's target path was
+   * repaired.
+   */
+  async workloadMountViews(pod: Pod): Promise<{ mountPath: string; view: string }[]> {
+    const node = [this.node, ...this.#workers()].find((n) => n.nodeName === pod.spec?.nodeName);
+    if (!node) return [];
+    const csi = new Set(
+      (pod.spec?.volumes ?? []).filter((v) => v.persistentVolumeClaim || v.csi).map((v) => v.name),
+    );
+    const views: { mountPath: string; view: string }[] = [];
+    for (const c of pod.spec?.containers ?? []) {
+      const mounts = (c.volumeMounts ?? []).filter((m) => csi.has(m.name));
+      const id = containerIdOf(pod.status?.containerStatuses?.find((s) => s.name === c.name));
+      if (!mounts.length || !id) continue;
+      const pid = await taskPid(node, id).catch(() => undefined);
+      if (pid === undefined) continue;
+      for (const m of mounts) {
+        views.push({ mountPath: m.mountPath, view: `/proc/${pid}/root${m.mountPath}` });
+      }
+    }
+    return views;
+  }
+
   /** SIGKILL the container's task through containerd; the kubelet restarts it. */
   async killMountpointContainer(name: string): Promise<void> {
     const found = await this.#mountpointContainer(name);
