@@ -17,37 +17,26 @@
  * @module
  */
 import { GATE_RESERVE_HEADROOM } from "../mppod/labels.ts";
+import {
+  admissionPolicy,
+  resourceRule,
+  serviceAccountUser,
+  unchanged,
+} from "./admission_policy.ts";
 import type { Manifest } from "./k8s_objects.ts";
 import { commonLabels, CONTROLLER_POLICY, CONTROLLER_SERVICE_ACCOUNT } from "./names.ts";
 import { type DeployValues, headroomOn } from "./values.ts";
 
-/** `has(a.f) == has(b.f) && (!has(a.f) || a.f == b.f)`: field `f` unchanged (CEL, no optionals). */
-function unchanged(path: string): string {
-  const now = `object.${path}`;
-  const old = `oldObject.${path}`;
-  return `(has(${now}) == has(${old}) && (!has(${now}) || ${now} == ${old}))`;
-}
-
 /** The policy and its binding. */
 export function renderControllerPolicy(v: DeployValues): Manifest[] {
   if (!headroomOn(v) || !v.controller.restrictPodUpdates) return [];
-  const user = `system:serviceaccount:${v.namespace}:${CONTROLLER_SERVICE_ACCOUNT}`;
+  const user = serviceAccountUser(v.namespace, CONTROLLER_SERVICE_ACCOUNT);
   const gate = GATE_RESERVE_HEADROOM;
-  const meta = { name: CONTROLLER_POLICY, labels: commonLabels(v, "controller") };
-  return [{
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicy",
-    metadata: meta,
+  return admissionPolicy({
+    name: CONTROLLER_POLICY,
+    labels: commonLabels(v, "controller"),
     spec: {
-      failurePolicy: "Fail",
-      matchConstraints: {
-        resourceRules: [{
-          apiGroups: [""],
-          apiVersions: ["*"],
-          operations: ["UPDATE"],
-          resources: ["pods"],
-        }],
-      },
+      matchConstraints: { resourceRules: [resourceRule("", ["pods"], ["UPDATE"])] },
       matchConditions: [{
         name: "s3-csi-controller-outside-mountpoint-namespace",
         expression:
@@ -90,10 +79,5 @@ export function renderControllerPolicy(v: DeployValues): Manifest[] {
         },
       ],
     },
-  }, {
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicyBinding",
-    metadata: meta,
-    spec: { policyName: CONTROLLER_POLICY, validationActions: ["Deny"] },
-  }];
+  });
 }

@@ -16,6 +16,8 @@
  *
  * @module
  */
+import { admissionPolicy, resourceRule, serviceAccountUser } from "./admission_policy.ts";
+import { celString as cel } from "./cel.ts";
 import type { Manifest } from "./k8s_objects.ts";
 import {
   commonLabels,
@@ -28,28 +30,13 @@ import type { DeployValues } from "./values.ts";
 /** The label every namespace has with its own name (Kubernetes ≥ 1.21). */
 const NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name";
 
-function cel(s: string): string {
-  return `'${s.replaceAll("\\", "\\\\").replaceAll("'", "\\'")}'`;
-}
-
 function policy(name: string, v: DeployValues, spec: Record<string, unknown>): Manifest[] {
-  const meta = { name, labels: commonLabels(v, "mountpoint-pods") };
-  return [{
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicy",
-    metadata: meta,
-    spec: { failurePolicy: "Fail", ...spec },
-  }, {
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicyBinding",
-    metadata: meta,
-    spec: { policyName: name, validationActions: ["Deny"] },
-  }];
+  return admissionPolicy({ name, labels: commonLabels(v, "mountpoint-pods"), spec });
 }
 
 /** The controller's user name (its ServiceAccount). */
 export function controllerUser(v: DeployValues): string {
-  return `system:serviceaccount:${v.namespace}:${CONTROLLER_SERVICE_ACCOUNT}`;
+  return serviceAccountUser(v.namespace, CONTROLLER_SERVICE_ACCOUNT);
 }
 
 /** Pods in the Mountpoint namespace: created only by the controller. */
@@ -61,12 +48,9 @@ function mountpointPodPolicy(v: DeployValues): Manifest[] {
   return policy(MOUNTPOINT_POD_POLICY, v, {
     matchConstraints: {
       namespaceSelector: { matchLabels: { [NAMESPACE_NAME_LABEL]: ns } },
-      resourceRules: [{
-        apiGroups: [""],
-        apiVersions: ["*"],
-        operations: ["CREATE", "UPDATE"],
-        resources: ["pods", "pods/ephemeralcontainers"],
-      }],
+      resourceRules: [
+        resourceRule("", ["pods", "pods/ephemeralcontainers"], ["CREATE", "UPDATE"]),
+      ],
     },
     matchConditions: [{
       name: "not-the-s3-csi-controller",
@@ -114,12 +98,7 @@ function priorityClassPolicy(v: DeployValues): Manifest[] {
       namespaceSelector: {
         matchExpressions: [{ key: NAMESPACE_NAME_LABEL, operator: "NotIn", values: namespaces }],
       },
-      resourceRules: [{
-        apiGroups: [""],
-        apiVersions: ["*"],
-        operations: ["CREATE"],
-        resources: ["pods"],
-      }],
+      resourceRules: [resourceRule("", ["pods"], ["CREATE"])],
     },
     matchConditions: [{
       name: "names-a-mountpoint-priority-class",

@@ -16,19 +16,18 @@
  * @module
  */
 import { TAINT_AGENT_NOT_READY } from "../mppod/labels.ts";
+import {
+  admissionPolicy,
+  resourceRule,
+  serviceAccountUser,
+  unchanged,
+} from "./admission_policy.ts";
 import type { Manifest } from "./k8s_objects.ts";
 import { commonLabels, NODE_POLICY, NODE_SERVICE_ACCOUNT } from "./names.ts";
 import type { DeployValues } from "./values.ts";
 
 /** The user-info key of bound ServiceAccount tokens that names the pod's node. */
 export const NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name";
-
-/** `has(a.f) == has(b.f) && (!has(a.f) || a.f == b.f)`: field `f` unchanged (CEL, no optionals). */
-function unchanged(path: string): string {
-  const now = `object.${path}`;
-  const old = `oldObject.${path}`;
-  return `has(${now}) == has(${old}) && (!has(${now}) || ${now} == ${old})`;
-}
 
 function nodeMessage(): string {
   return "variables.nodeName == '' ? " +
@@ -39,25 +38,15 @@ function nodeMessage(): string {
 /** The policy and its binding, when `node.restrictNodeUpdates` is on. */
 export function renderNodePolicy(v: DeployValues): Manifest[] {
   if (!v.node.restrictNodeUpdates) return [];
-  const user = `system:serviceaccount:${v.namespace}:${NODE_SERVICE_ACCOUNT}`;
+  const user = serviceAccountUser(v.namespace, NODE_SERVICE_ACCOUNT);
   const taint = TAINT_AGENT_NOT_READY;
   const sameTaint = "o.key == t.key && o.effect == t.effect && " +
     "(has(o.value) ? o.value : '') == (has(t.value) ? t.value : '')";
-  const meta = { name: NODE_POLICY, labels: commonLabels(v, "node") };
-  return [{
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicy",
-    metadata: meta,
+  return admissionPolicy({
+    name: NODE_POLICY,
+    labels: commonLabels(v, "node"),
     spec: {
-      failurePolicy: "Fail",
-      matchConstraints: {
-        resourceRules: [{
-          apiGroups: [""],
-          apiVersions: ["*"],
-          operations: ["UPDATE"],
-          resources: ["nodes"],
-        }],
-      },
+      matchConstraints: { resourceRules: [resourceRule("", ["nodes"], ["UPDATE"])] },
       matchConditions: [{
         name: "s3-csi-node-plugin",
         expression: `request.userInfo.username == '${user}'`,
@@ -93,17 +82,12 @@ export function renderNodePolicy(v: DeployValues): Manifest[] {
             "metadata.finalizers",
             "metadata.ownerReferences",
             "spec.unschedulable",
-          ].map((f) => `(${unchanged(f)})`).join(" && "),
+          ].map(unchanged).join(" && "),
           message:
             "the S3 CSI node plugin may not change a Node's labels, annotations, finalizers, owners or unschedulable",
           reason: "Forbidden",
         },
       ],
     },
-  }, {
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicyBinding",
-    metadata: meta,
-    spec: { policyName: NODE_POLICY, validationActions: ["Deny"] },
-  }];
+  });
 }

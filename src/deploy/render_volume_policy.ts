@@ -75,6 +75,7 @@ import {
   celStrings,
   celStringValues,
 } from "./cel.ts";
+import { admissionPolicy, resourceRule } from "./admission_policy.ts";
 import type { Manifest } from "./k8s_objects.ts";
 import { commonLabels, STORAGE_CLASS_POLICY, VOLUME_POLICY } from "./names.ts";
 import type { DeployValues } from "./values.ts";
@@ -715,20 +716,20 @@ function policy(
   variables: Variable[],
   what: string,
 ): Manifest[] {
-  const meta = { name, labels: commonLabels(v, "admission") };
-  return [{
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicy",
-    metadata: meta,
+  return admissionPolicy({
+    name,
+    labels: commonLabels(v, "admission"),
+    bindingAnnotations: { [`${DRIVER_NAME}/validates`]: what },
     spec: {
-      failurePolicy: "Fail",
       matchConstraints: {
-        resourceRules: [{
-          apiGroups: [resource === "persistentvolumes" ? "" : "storage.k8s.io"],
-          apiVersions: ["v1"],
-          operations,
-          resources: [resource],
-        }],
+        resourceRules: [
+          resourceRule(
+            resource === "persistentvolumes" ? "" : "storage.k8s.io",
+            [resource],
+            operations,
+            ["v1"],
+          ),
+        ],
       },
       matchConditions: [{ name: `s3-csi-${resource}`, expression: match }],
       variables,
@@ -738,12 +739,7 @@ function policy(
         reason: "Invalid",
       }],
     },
-  }, {
-    apiVersion: "admissionregistration.k8s.io/v1",
-    kind: "ValidatingAdmissionPolicyBinding",
-    metadata: { ...meta, annotations: { [`${DRIVER_NAME}/validates`]: what } },
-    spec: { policyName: name, validationActions: ["Deny"] },
-  }];
+  });
 }
 
 /** The rendered default engine of volumes without an `engine` attribute. */

@@ -247,35 +247,12 @@ testOrSkip(realTierSkipReason(), {
           containers: [{ name: "x", image: "busybox" }],
         },
       });
-      const tokenResource: Resource = {
-        group: "",
-        version: "v1",
-        plural: `serviceaccounts/${NODE_SERVICE_ACCOUNT}/token`,
-        kind: "TokenRequest",
-        namespaced: true,
-      };
-      const review = await c.client.create<KubeObject & { status?: { token: string } }>(
-        tokenResource,
-        {
-          apiVersion: "authentication.k8s.io/v1",
-          kind: "TokenRequest",
-          metadata: { namespace: ns },
-          spec: {
-            expirationSeconds: 600,
-            boundObjectRef: {
-              apiVersion: "v1",
-              kind: "Pod",
-              name: pod.metadata.name,
-              uid: pod.metadata.uid,
-            },
-          },
-        },
-      );
+      const token = await tokenOf(c.client, ns, NODE_SERVICE_ACCOUNT, pod);
       const server = kubeConfigFromFile(c.kubeconfig).server;
       tokenClient = new RestKubeClient({
         server,
         insecureSkipTLSVerify: true,
-        token: review.status!.token,
+        token,
       });
       // The policy is loaded by the API server a moment after it is created (it was just
       // deployed): wait until a dry run of a refused patch is refused (admission runs on dry runs).
@@ -283,7 +260,7 @@ testOrSkip(realTierSkipReason(), {
         name: "node",
         server,
         insecure: true,
-        token: review.status!.token,
+        token,
       });
       try {
         await waitFor("the admission policy to be in force", async () => {
@@ -350,8 +327,16 @@ testOrSkip(realTierSkipReason(), {
   },
 });
 
-/** A token of ServiceAccount `ns/sa` (TokenRequest), as its pods get. */
-async function tokenOf(client: KubeClient, ns: string, sa: string): Promise<string> {
+/**
+ * A token of ServiceAccount `ns/sa` (TokenRequest), as its pods get; bound to pod `boundTo` when
+ * given (the API server then adds the pod's node to the token's user info).
+ */
+async function tokenOf(
+  client: KubeClient,
+  ns: string,
+  sa: string,
+  boundTo?: Pod,
+): Promise<string> {
   await waitFor(
     `ServiceAccount ${ns}/${sa}`,
     () => client.get(SERVICE_ACCOUNTS, sa, ns),
@@ -367,7 +352,19 @@ async function tokenOf(client: KubeClient, ns: string, sa: string): Promise<stri
     apiVersion: "authentication.k8s.io/v1",
     kind: "TokenRequest",
     metadata: { namespace: ns },
-    spec: { expirationSeconds: 600 },
+    spec: {
+      expirationSeconds: 600,
+      ...(boundTo
+        ? {
+          boundObjectRef: {
+            apiVersion: "v1",
+            kind: "Pod",
+            name: boundTo.metadata.name,
+            uid: boundTo.metadata.uid,
+          },
+        }
+        : {}),
+    },
   });
   return review.status!.token;
 }
@@ -604,27 +601,12 @@ testOrSkip(realTierSkipReason(), {
       const plainName = `plain-${s}`;
       await pod(gatedName, ["example.com/other", GATE_RESERVE_HEADROOM]);
       await pod(plainName, ["example.com/other"]);
-      const tokenResource: Resource = {
-        group: "",
-        version: "v1",
-        plural: `serviceaccounts/${CONTROLLER_SERVICE_ACCOUNT}/token`,
-        kind: "TokenRequest",
-        namespaced: true,
-      };
-      const review = await c.client.create<KubeObject & { status?: { token: string } }>(
-        tokenResource,
-        {
-          apiVersion: "authentication.k8s.io/v1",
-          kind: "TokenRequest",
-          metadata: { namespace: ns },
-          spec: { expirationSeconds: 600 },
-        },
-      );
+      const token = await tokenOf(c.client, ns, CONTROLLER_SERVICE_ACCOUNT);
       const server = kubeConfigFromFile(c.kubeconfig).server;
       tokenClient = new RestKubeClient({
         server,
         insecureSkipTLSVerify: true,
-        token: review.status!.token,
+        token,
       });
       const refused = async (what: string, name: string, patch: unknown) => {
         const err = await tokenClient!.patch(PODS, name, work, patch).then(
