@@ -19,6 +19,7 @@ import { TEARDOWN } from "./teardown.ts";
 import { DRAIN } from "./drain.ts";
 import { NO_EXECUTE_TAINT } from "./taints.ts";
 import { HEADROOM } from "./headroom.ts";
+import { UPGRADE } from "./upgrade.ts";
 
 /** Scenario names (as `--scenario` takes them) → scenario. */
 export const SCENARIOS: Readonly<Record<string, Scenario>> = {
@@ -35,6 +36,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   drain: DRAIN,
   taints: NO_EXECUTE_TAINT,
   headroom: HEADROOM,
+  upgrade: UPGRADE,
 };
 
 /** The scenario named `name`, or undefined. */
