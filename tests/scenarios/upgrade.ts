@@ -8,7 +8,7 @@
  * - running writers see no error (a failed write or read ends them: `FAILED`, pod Failed) and keep
  *   closing files through the upgrade, served by their Mountpoint Pod of the old version — a
  *   running pod's image cannot change in place, so there is no hand-over (README "Upgrades and
- *   version skew");
+ *   version skew") — and the new controller makes no Mountpoint Pod for them;
  * - a new writer of the same volume gets a Mountpoint Pod of the new version (the sharing key holds
  *   the driver version), made by the new controller (label `mounted-by-csi-driver-version`, image)
  *   and mounted by the new node plugin (the engine's user agent names the node plugin's version);
@@ -193,6 +193,11 @@ export const UPGRADE: Scenario = {
           const after = await Promise.all(old.map((p, i) => progresses(e, p, before[i]!)));
           const now = await mountpointOf(e, old[0]!);
           assert.deepEqual([now.name, now.uid, now.version], [mpA!.name, mpA!.uid, a]);
+          assert.deepEqual(
+            (await e.mountpointPods()).map((p) => p.metadata.name),
+            [mpA!.name],
+            `the ${b} controller made no Mountpoint Pod for the running writers`,
+          );
           return old.map((p, i) =>
             `${p.metadata.name}: ${before[i]} files closed before, ${after[i]} after, 0 errors`
           ).join("; ");
@@ -230,6 +235,11 @@ export const UPGRADE: Scenario = {
         const to = await progresses(e, w3Pod!, from);
         const now = await mountpointOf(e, w3Pod!);
         assert.deepEqual([now.name, now.uid, now.version], [mpB!.name, mpB!.uid, b]);
+        assert.deepEqual(
+          (await e.mountpointPods()).map((p) => p.metadata.name),
+          [mpB!.name],
+          `the ${a} controller made no Mountpoint Pod for the running writer`,
+        );
         return `${summary}; ${running}; ${w3}: ${from} files before, ${to} after, 0 errors`;
       });
 
