@@ -15,10 +15,16 @@
  *   executable for images and users' machines. It downloads the Deno runtime for the target the
  *   first time, so it needs access to the Deno release downloads (not available in CI here).
  *   `--target <triple>` cross-compiles (e.g. aarch64-unknown-linux-gnu).
+ * - `S3CSI_VERSION=<version>` (or `--version <version>`): build that version of this tree — the
+ *   binaries embed it instead of `deno.json`'s (`src/util/version.ts`): the bundler resolves
+ *   `deno.json` to a copy with that version (an import map, {@link versionImportMap}), so one tree
+ *   gives two versions to upgrade between (`scripts/build_images_local.ts` tags them with it).
  *
  * @module
  */
 import { parseArgs } from "node:util";
+import { pathToFileURL } from "node:url";
+import { VERSION_ENV, versionProblem } from "../src/util/version.ts";
 import { fromFileUrl } from "./_gen_util.ts";
 
 const ROOT = fromFileUrl(new URL("../", import.meta.url));
@@ -63,6 +69,50 @@ export const V8_FLAGS: Record<keyof typeof COMPONENTS, string> = {
   mounter: "--max-old-space-size=48,--max-semi-space-size=1",
 };
 
+/**
+ * The version to build: `--version`, else `S3CSI_VERSION`, else undefined (`deno.json`'s).
+ * @throws when it is not a version ({@link versionProblem})
+ */
+export function buildVersion(
+  flag: string | undefined,
+  env: string | undefined,
+): string | undefined {
+  const v = flag ?? (env || undefined);
+  if (v === undefined) return undefined;
+  const problem = versionProblem(v);
+  if (problem) throw new Error(`${flag !== undefined ? "--version" : VERSION_ENV}: ${problem}`);
+  return v;
+}
+
+/**
+ * The import map that builds `version`: `deno.json`'s own imports, and `deno.json` itself resolved
+ * to `copy` (a copy of it with that version), which `src/util/version.ts` then imports.
+ */
+export function versionImportMap(
+  denoJson: { imports?: Record<string, string> },
+  denoJsonUrl: string,
+  copyUrl: string,
+): { imports: Record<string, string> } {
+  return { imports: { ...denoJson.imports, [denoJsonUrl]: copyUrl } };
+}
+
+/** Write the copy of `deno.json` with `version` and its import map under `dir`; the map's path. */
+async function writeVersionImportMap(version: string, dir: string): Promise<string> {
+  const source = `${ROOT}deno.json`;
+  const denoJson = JSON.parse(await Deno.readTextFile(source));
+  await Deno.mkdir(dir, { recursive: true });
+  const copy = `${dir}/deno.json`;
+  await Deno.writeTextFile(copy, JSON.stringify({ ...denoJson, version }, null, 2));
+  const map = `${dir}/import_map.json`;
+  await Deno.writeTextFile(
+    map,
+    JSON.stringify(
+      versionImportMap(denoJson, pathToFileURL(source).href, pathToFileURL(copy).href),
+    ),
+  );
+  return map;
+}
+
 const out = (text: string) => Deno.stderr.writeSync(new TextEncoder().encode(`${text}\n`));
 
 async function run(args: string[]): Promise<void> {
@@ -79,8 +129,18 @@ async function run(args: string[]): Promise<void> {
 if (import.meta.main) {
   const { values } = parseArgs({
     args: Deno.args,
-    options: { compile: { type: "boolean" }, target: { type: "string" }, only: { type: "string" } },
+    options: {
+      compile: { type: "boolean" },
+      target: { type: "string" },
+      only: { type: "string" },
+      version: { type: "string" },
+    },
   });
+  const version = buildVersion(values.version, Deno.env.get(VERSION_ENV));
+  const versionArgs = version
+    ? ["--import-map", await writeVersionImportMap(version, `${ROOT}dist/.version-${version}`)]
+    : [];
+  if (version) out(`building version ${version} (not deno.json's)`);
   const names =
     (values.only ? values.only.split(",") : Object.keys(COMPONENTS)) as (keyof typeof COMPONENTS)[];
   for (const name of names) {
@@ -96,6 +156,7 @@ if (import.meta.main) {
         "compile",
         "-A",
         ...(values.target ? ["--target", values.target] : []),
+        ...versionArgs,
         "--output",
         output,
         entry,
@@ -114,6 +175,7 @@ if (import.meta.main) {
         "cjs",
         "--minify",
         "--keep-names",
+        ...versionArgs,
         "--output",
         output,
         commandModule(name),

@@ -11,10 +11,16 @@
 #              --load them into docker (a multi-platform result cannot be loaded)
 #   ONLY       comma-separated subset of node,controller,mounter
 #   TAG        override the tag (default: deno.json version)
+#   S3CSI_VERSION  refused here: the Dockerfiles compile deno.json's version; builds of another
+#              version (to try an upgrade) are made by `deno task images:local` (S3CSI_VERSION)
 # Skips with a printed reason (exit 0) when docker or buildx is absent.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+if [ -n "${S3CSI_VERSION:-}" ]; then
+  echo "build_images: S3CSI_VERSION is not supported by the docker build (its binaries embed deno.json's version): use deno task images:local, or change deno.json" >&2
+  exit 2
+fi
 skip() { printf 'build_images: skipped: %s\n' "$1" >&2; exit 0; }
 command -v docker >/dev/null 2>&1 || skip "docker is not installed"
 docker info >/dev/null 2>&1 || skip "the docker daemon is not reachable"

@@ -19,8 +19,12 @@
  *
  * Usage:
  *   deno run -A scripts/build_images_local.ts [--only node,controller,mounter] [--out dist/images]
- *     [--registry localhost/s3csi] [--tag <deno.json version>] [--engine-bin PATH]
+ *     [--registry localhost/s3csi] [--version V] [--tag <version>] [--engine-bin PATH]
  *     [--import [--containerd-address SOCK] [--namespace k8s.io]]
+ *
+ * `--version` (or `S3CSI_VERSION`): build that version of this tree instead of `deno.json`'s — the
+ * binaries embed it (`scripts/build.ts`), the images are tagged and labelled with it. Two builds of
+ * one tree then give two versions to upgrade between (the real node's `upgrade` scenario).
  *
  * stdout: one `IMAGE_<COMPONENT>=<reference> <archive>` line per image. Timings go to stderr.
  * `--engine-bin`: the `mount-s3` engine to put in the Mountpoint image, with `s3-csi-supervisor`
@@ -31,7 +35,8 @@
  */
 import { parseArgs } from "node:util";
 import { fromFileUrl } from "./_gen_util.ts";
-import { COMPONENTS, V8_FLAGS } from "./build.ts";
+import { buildVersion, COMPONENTS, V8_FLAGS } from "./build.ts";
+import { VERSION_ENV } from "../src/util/version.ts";
 import {
   CA_BUNDLE,
   copyElf,
@@ -173,6 +178,7 @@ async function main(): Promise<void> {
       out: { type: "string" },
       registry: { type: "string" },
       tag: { type: "string" },
+      version: { type: "string" },
       "engine-bin": { type: "string" },
       deno: { type: "string" },
       import: { type: "boolean" },
@@ -182,8 +188,9 @@ async function main(): Promise<void> {
   });
   if (Deno.build.os !== "linux") throw new Error("Images are built on Linux only");
   const arch = ociArchitecture();
-  const version = (JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`)) as { version: string })
-    .version;
+  const override = buildVersion(values.version, Deno.env.get(VERSION_ENV));
+  const version = override ??
+    (JSON.parse(await Deno.readTextFile(`${ROOT}/deno.json`)) as { version: string }).version;
   const tag = values.tag ?? version;
   const registry = values.registry ?? Deno.env.get("REGISTRY") ?? "localhost/s3csi";
   const out = values.out ?? `${ROOT}/dist/images`;
@@ -199,7 +206,15 @@ async function main(): Promise<void> {
   try {
     await timed(
       `deno bundle ${components.join(",")}`,
-      () => run(Deno.execPath(), ["run", "-A", "scripts/build.ts", "--only", components.join(",")]),
+      () =>
+        run(Deno.execPath(), [
+          "run",
+          "-A",
+          "scripts/build.ts",
+          "--only",
+          components.join(","),
+          ...(override ? ["--version", override] : []),
+        ]),
     );
 
     // Layer 1 (all images): glibc + libgcc as the Deno binary needs them, CA bundle, deno.

@@ -315,10 +315,29 @@ export class Reconciler {
       .find((s) => s !== undefined);
   }
 
+  /**
+   * True when workload `uid` is in an attachment of volume `pv` on `node` other than `name` (the
+   * attachment of its current key): one written under another sharing key — another driver
+   * version's, or a volume changed since (its mount options) — whose Mountpoint Pod mounted it.
+   */
+  #attachedUnderOtherKey(uid: string, pv: string, node: string, name: string): boolean {
+    return this.#o.caches.s3pas.byIndex(INDEX.s3paWorkload, uid).some((cached) => {
+      if (cached.metadata.name === name) return false;
+      const s = this.#s3pas.get(cached.metadata.name!) ?? cached;
+      return s.spec.persistentVolumeName === pv && s.spec.nodeName === node &&
+        mountpointPodOf(s, uid) !== undefined;
+    });
+  }
+
   async #attach(pod: Pod, volume: WorkloadVolume): Promise<void> {
     const key = sharingKey(pod, volume.pv, this.#o.podConfig.driverVersion, this.#serviceAccount);
     const name = s3paName(key);
     const uid = pod.metadata.uid!;
+    // Attached under another key (another driver version's, before an upgrade or a rollback): it
+    // keeps that Mountpoint Pod, which serves its mount; a second one would never be used.
+    if (this.#attachedUnderOtherKey(uid, volume.pv.metadata.name!, pod.spec.nodeName!, name)) {
+      return;
+    }
     await this.#locks.run(name, async () => {
       for (let attempt = 0;; attempt++) {
         const s3pa = this.#findAttachment(key, name);
@@ -405,6 +424,9 @@ export class Reconciler {
       if (out.length >= MAX_BATCH - 1) break;
       const uid = other.metadata.uid;
       if (!uid || uid === pod.metadata.uid || attached.has(uid)) continue;
+      if (this.#attachedUnderOtherKey(uid, volume.pv.metadata.name!, pod.spec.nodeName!, "")) {
+        continue; // it keeps its Mountpoint Pod of another version
+      }
       if (other.spec.nodeName !== pod.spec.nodeName || !isActiveWorkload(other)) continue;
       if (!coversTolerations(mpTolerations, other.spec.tolerations)) continue;
       try {

@@ -940,3 +940,53 @@ Deno.test("Reconciler headroom: gone workload → headroom pods deleted; no S3 v
     /remove the gate/,
   );
 });
+
+Deno.test("Reconciler: after an upgrade a running workload keeps its old version's Mountpoint Pod; new ones get this version's", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  const running = await h.client.create<Pod>(PODS, workload("running", "pv-1"));
+  // Attached and mounted by the controller of the previous release (0.9.0).
+  await h.client.create<Pod>(PODS, {
+    metadata: {
+      name: "mp-old",
+      namespace: "mount-s3",
+      labels: { [LABEL_COMPONENT]: "mountpoint-pod", [LABEL_DRIVER_VERSION]: "0.9.0" },
+    },
+    spec: { containers: [{ name: "mountpoint" }] },
+    status: { phase: "Running" },
+  });
+  await h.client.create<MountpointS3PodAttachment>(S3PAS, {
+    metadata: { name: "s3pa-old", labels: { [LABEL_DRIVER_VERSION]: "0.9.0" } },
+    spec: {
+      nodeName: "node-1",
+      persistentVolumeName: "pv-1",
+      volumeID: "pv-1-handle",
+      mountOptions: "allow-delete",
+      workloadFSGroup: "",
+      authenticationSource: "driver",
+      mountpointS3PodAttachments: {
+        "mp-old": [{
+          workloadPodUID: running.metadata.uid!,
+          attachmentTime: "2026-01-01T00:00:00Z",
+        }],
+      },
+    },
+  });
+  await h.reconcileAll();
+  assert.deepEqual(s3pas(h).map((s) => s.metadata.name), ["s3pa-old"], "not attached again");
+  assert.deepEqual(mpPods(h).map((p) => p.metadata.name), ["mp-old"], "no idle new pod");
+
+  const next = await h.client.create<Pod>(PODS, workload("new", "pv-1"));
+  await h.reconcileAll();
+  const mine = s3pas(h).find((s) => s.metadata.name !== "s3pa-old")!;
+  assert.ok(mine, "the new workload has an attachment of this version");
+  assert.equal(mine.metadata.labels?.[LABEL_DRIVER_VERSION], "1.0.0");
+  const [mp, list] = Object.entries(mine.spec.mountpointS3PodAttachments)[0]!;
+  assert.notEqual(mp, "mp-old");
+  assert.deepEqual(list.map((a) => a.workloadPodUID), [next.metadata.uid], "only the new one");
+  assert.equal(
+    mpPods(h).find((p) => p.metadata.name === mp)?.metadata.labels?.[LABEL_DRIVER_VERSION],
+    "1.0.0",
+  );
+});

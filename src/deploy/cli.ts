@@ -31,9 +31,15 @@ export const EXIT_VOLUMES_MOUNTED = 4;
 export const RENDERED_FILE = "s3-csi-driver.yaml";
 
 /** Values and manifests, or an exit code after printing every values problem. */
-function manifests(values: string | undefined, set: string | undefined): Manifest[] | number {
+function manifests(
+  config: {
+    values?: string | undefined;
+    set?: string | undefined;
+    "driver-version"?: string | undefined;
+  },
+): Manifest[] | number {
   try {
-    return renderManifests(loadValues(values, set));
+    return renderManifests(loadValues(config.values, config.set, config["driver-version"]));
   } catch (err) {
     if (err instanceof ValuesError) {
       writeStderr(`error: ${err.message}\nNothing was applied.\n`);
@@ -67,7 +73,7 @@ function seconds(ms: number): string {
 
 /** `deno task render`. */
 export function runRender(config: ParsedConfig<typeof RENDER_OPTIONS>): Promise<number> {
-  const objects = manifests(config.values, config.set);
+  const objects = manifests(config);
   if (typeof objects === "number") return Promise.resolve(objects);
   const yaml = toYaml(objects);
   if (config.out === "-") writeStdout(yaml);
@@ -84,8 +90,9 @@ export async function runDeploy(
   config: ParsedConfig<typeof DEPLOY_OPTIONS>,
   signal: AbortSignal,
 ): Promise<number> {
-  const objects = manifests(config.values, config.set);
+  const objects = manifests(config);
   if (typeof objects === "number") return objects;
+  const deployed = objects[0]?.metadata?.labels?.["app.kubernetes.io/version"] ?? DRIVER_VERSION;
   const started = Date.now();
   const k = client(config);
   try {
@@ -94,7 +101,7 @@ export async function runDeploy(
     writeStderr(
       `${
         dry ? "Dry run: " : ""
-      }deploying ${DRIVER_NAME} ${DRIVER_VERSION} (${objects.length} objects) to ${k.server} (Kubernetes ${version}; ${k.source})\n`,
+      }deploying ${DRIVER_NAME} ${deployed} (${objects.length} objects) to ${k.server} (Kubernetes ${version}; ${k.source})\n`,
     );
     const report = await deploy({
       client: k.client,
@@ -109,7 +116,7 @@ export async function runDeploy(
     const counts = new Map<string, number>();
     for (const o of report.outcomes) counts.set(o.action, (counts.get(o.action) ?? 0) + 1);
     const lines = [
-      `${dry ? "Dry run of" : "Deployed"} ${DRIVER_NAME} ${DRIVER_VERSION} to ${k.server} in ${
+      `${dry ? "Dry run of" : "Deployed"} ${DRIVER_NAME} ${deployed} to ${k.server} in ${
         seconds(Date.now() - started)
       }: ${[...counts].map(([a, n]) => `${n} ${a}`).join(", ")}`,
       ...(dry ? report.outcomes.map((o) => `  ${o.action.padEnd(12)} ${o.object}`) : []),
@@ -134,7 +141,7 @@ export async function runUndeploy(
   config: ParsedConfig<typeof UNDEPLOY_OPTIONS>,
   signal: AbortSignal,
 ): Promise<number> {
-  const objects = manifests(config.values, config.set);
+  const objects = manifests(config);
   if (typeof objects === "number") return objects;
   const started = Date.now();
   const k = client(config);

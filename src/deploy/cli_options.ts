@@ -15,6 +15,12 @@ export const VALUES_OPTIONS = {
     type: "string",
     description: "Override values: path=value[,path=value…] (\\, for a literal comma)",
   },
+  "driver-version": {
+    type: "string",
+    env: "S3CSI_VERSION",
+    description:
+      "Deploy this driver version (values version and the default image.tag) instead of deno.json's: images built with the same S3CSI_VERSION (deno task images:local)",
+  },
 } as const satisfies OptionSpecs;
 
 /** `deno task render`. */

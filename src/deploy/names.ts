@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { DRIVER_NAME, DRIVER_VERSION } from "../util/version.ts";
+import { DRIVER_NAME } from "../util/version.ts";
 import type { DeployValues } from "./values.ts";
 
 /** Node DaemonSet. */
@@ -62,7 +62,7 @@ export function commonLabels(v: DeployValues, component?: string): Record<string
     "app.kubernetes.io/name": "s3-csi-driver",
     [LABEL_PART_OF]: PART_OF,
     "app.kubernetes.io/managed-by": FIELD_MANAGER,
-    "app.kubernetes.io/version": DRIVER_VERSION,
+    "app.kubernetes.io/version": v.version,
     ...(component ? { "app.kubernetes.io/component": component } : {}),
   };
 }

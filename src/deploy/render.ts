@@ -84,8 +84,9 @@ export function renderManifests(v: DeployValues): Manifest[] {
 
 /** Multi-document YAML of `objects`, with a header saying where it came from. */
 export function toYaml(objects: readonly Manifest[], header?: string): string {
+  const version = objects[0]?.metadata?.labels?.["app.kubernetes.io/version"] ?? DRIVER_VERSION;
   const head = header ??
-    `# s3.csi.scality.com ${DRIVER_VERSION}: rendered by \`deno task render\` (src/deploy/).\n`;
+    `# s3.csi.scality.com ${version}: rendered by \`deno task render\` (src/deploy/).\n`;
   return head +
     objects.map((o) => `---\n${stringify(o, { lineWidth: 0, aliasDuplicateObjects: false })}`).join(
       "",

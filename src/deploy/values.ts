@@ -46,7 +46,7 @@ export interface TolerationValues {
 export interface ImageValues {
   /** Registry and path prefix of the driver's own images. */
   registry: string;
-  /** Tag of the driver's own images; defaults to the version in deno.json. */
+  /** Tag of the driver's own images; defaults to `version` (deno.json's, or `S3CSI_VERSION`). */
   tag: string;
   /** Pull policy of every container (and of Mountpoint Pods). */
   pullPolicy: "Always" | "IfNotPresent" | "Never";
@@ -66,6 +66,13 @@ export interface ImageValues {
 
 /** Every setting of the deployment. */
 export interface DeployValues {
+  /**
+   * Driver version the manifests deploy: the `app.kubernetes.io/version` label of every object.
+   * Defaults to `deno.json`'s; `S3CSI_VERSION` (or `--driver-version`) of `deno task
+   * render|deploy|undeploy` sets it and the default `image.tag` together, to deploy images built
+   * with the same `S3CSI_VERSION` (`deno task images:local`).
+   */
+  version: string;
   /** Namespace of the node DaemonSet, the controller Deployment and their ServiceAccounts. */
   namespace: string;
   /** Extra labels on every object. */
@@ -266,6 +273,7 @@ function res(cpu: string, memory: string, memoryLimit: string): ResourceValues {
 /** The documented defaults. A fresh copy on each call. */
 export function defaultValues(): DeployValues {
   return {
+    version: DRIVER_VERSION,
     namespace: "kube-system",
     customLabels: {},
     imagePullSecrets: [],

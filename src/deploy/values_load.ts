@@ -80,9 +80,16 @@ export function parseSetFlag(text: string): Record<string, unknown> {
   return root;
 }
 
-/** Values from files (comma-separated paths, in order) then `--set`. @throws {ConfigError} */
-export function loadValues(files: string | undefined, set: string | undefined): DeployValues {
-  const overrides: unknown[] = [];
+/**
+ * Values from files (comma-separated paths, in order) then `--set`; `version` (`S3CSI_VERSION`)
+ * first sets `version` and the default `image.tag`. @throws {ConfigError}
+ */
+export function loadValues(
+  files: string | undefined,
+  set: string | undefined,
+  version?: string,
+): DeployValues {
+  const overrides: unknown[] = version ? [{ version, image: { tag: version } }] : [];
   for (const f of (files ?? "").split(",").map((s) => s.trim()).filter(Boolean)) {
     overrides.push(readValuesFile(f));
   }

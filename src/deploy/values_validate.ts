@@ -9,6 +9,7 @@ import { CONTROLLER_OPTIONS } from "../options/controller_options.ts";
 import { NODE_OPTIONS } from "../options/node_options.ts";
 import { type OptionSpecs, parseDuration } from "../util/config.ts";
 import { ConfigError } from "../util/errors.ts";
+import { versionProblem } from "../util/version.ts";
 import { imageProblem } from "./image_ref.ts";
 import { parseQuantity } from "../kube/quantity.ts";
 import { defaultValues, type DeployValues, type ResourceValues } from "./values.ts";
@@ -211,6 +212,8 @@ function name(v: string, re: RegExp, path: string, problems: string[], allowEmpt
 }
 
 function semantic(v: DeployValues, problems: string[]): void {
+  const versionIssue = versionProblem(v.version);
+  if (versionIssue) problems.push(`version: ${versionIssue}`);
   name(v.namespace, DNS_LABEL, "namespace", problems);
   name(v.mountpointPod.namespace, DNS_LABEL, "mountpointPod.namespace", problems);
   checkLabels(v.customLabels, "customLabels", problems);

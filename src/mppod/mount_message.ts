@@ -9,7 +9,7 @@
  * @module
  */
 
-import { MIN_PROTOCOL, PROTOCOL } from "./mount_protocol.ts";
+import { OUR_PROTOCOLS, type ProtocolRange } from "./mount_protocol.ts";
 
 /** Largest accepted message (payload bytes). A bigger message is refused, not truncated. */
 export const MAX_MOUNT_MESSAGE_BYTES = 64 * 1024;
@@ -107,10 +107,15 @@ function stringArray(value: unknown, field: string, pattern: RegExp): string[] {
 }
 
 /**
- * Decode and validate a received payload.
- * @throws {MountMessageError} when it is too big, not JSON, or a field is missing or malformed.
+ * Decode and validate a received payload, as a mounter speaking `speaks` (this build's protocols;
+ * tests pass another release's range).
+ * @throws {MountMessageError} when it is too big, not JSON, of a protocol outside `speaks`, or a
+ * field is missing or malformed.
  */
-export function parseMountMessage(bytes: Uint8Array): MountMessage {
+export function parseMountMessage(
+  bytes: Uint8Array,
+  speaks: ProtocolRange = OUR_PROTOCOLS,
+): MountMessage {
   if (bytes.length > MAX_MOUNT_MESSAGE_BYTES) {
     throw new MountMessageError(`Mount message is larger than ${MAX_MOUNT_MESSAGE_BYTES} bytes`);
   }
@@ -128,9 +133,9 @@ export function parseMountMessage(bytes: Uint8Array): MountMessage {
   if (typeof version !== "number" || !Number.isInteger(version) || version < 1) {
     throw new MountMessageError(`Mount message field "protocolVersion" must be a positive integer`);
   }
-  if (version > PROTOCOL || version < MIN_PROTOCOL) {
+  if (version > speaks.max || version < speaks.min) {
     throw new MountMessageError(
-      `Mount message protocol ${version} is not supported by this mounter (it speaks ${MIN_PROTOCOL} to ${PROTOCOL}): the node plugin and the Mountpoint Pod image are too far apart in version; see the README's skew policy`,
+      `Mount message protocol ${version} is not supported by this mounter (it speaks ${speaks.min} to ${speaks.max}): the node plugin and the Mountpoint Pod image are too far apart in version; see the README's skew policy`,
     );
   }
   const known = new Set(["bucketName", "args", "env", "volumeId", "engine"]);

@@ -91,3 +91,13 @@ Deno.test("encodeMountMessage() refuses an oversized message", () => {
   const env = Array.from({ length: 2000 }, (_, i) => `K${i}=${"v".repeat(40)}`);
   assert.throws(() => encodeMountMessage({ bucketName: "b1", args: [], env }), MountMessageError);
 });
+
+Deno.test("parseMountMessage(bytes, range): a mounter of another release reads its range only", () => {
+  const ok = { bucketName: "bucket-1", args: [], env: [] };
+  const next = { min: 2, max: 3 }; // the release after this one
+  assert.equal(parseMountMessage(enc({ ...ok, protocolVersion: 2 }), next).protocolVersion, 2);
+  assert.throws(
+    () => parseMountMessage(enc(ok), next),
+    /protocol 1 is not supported by this mounter \(it speaks 2 to 3\)/,
+  );
+});

@@ -10,7 +10,13 @@ import type { KubeObject } from "../kube/client.ts";
 import { PODS } from "../kube/resources.ts";
 import { S3PAS, type S3paSpec } from "../api/mountpoint_s3_pod_attachment.ts";
 import { CUSTODY_SOCK, hostCommDir, MOUNT_ERROR, MOUNT_SOCK } from "../mppod/paths.ts";
-import { ANNOTATION_MOUNT_PROTOCOLS } from "../mppod/mount_protocol.ts";
+import {
+  ANNOTATION_MOUNT_PROTOCOLS,
+  formatProtocols,
+  type ProtocolRange,
+} from "../mppod/mount_protocol.ts";
+import { LABEL_DRIVER_VERSION } from "../mppod/labels.ts";
+import { errorMessage } from "../util/errors.ts";
 import { type MountMessage, parseMountMessage } from "../mppod/mount_message.ts";
 import {
   mountpointPod,
@@ -55,7 +61,11 @@ export interface World extends AsyncDisposable {
    * protocol 2 (annotated as the controller does) and its mounter behaves as the real one after a
    * hand-over: the socket goes (it became the supervisor) until {@link World.restartMounter}.
    */
-  addMountpointPod(name: string, phase?: string, options?: { sessions?: boolean }): Promise<string>;
+  addMountpointPod(
+    name: string,
+    phase?: string,
+    options?: { sessions?: boolean; protocols?: ProtocolRange; driverVersion?: string },
+  ): Promise<string>;
   /**
    * The Mountpoint container of `name` restarted: a new mounter listens again; with `refuse`, it
    * refuses what it gets (writes that `mount.error`).
@@ -200,8 +210,18 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
     received,
     async addMountpointPod(name, phase = "Running", options = {}) {
       const object = mountpointPodObject(name, phase);
-      // A pod of an image before mount protocol 2 carries no protocols annotation.
-      if (!options.sessions) delete object.metadata!.annotations![ANNOTATION_MOUNT_PROTOCOLS];
+      // A pod of an image before mount protocol 2 carries no protocols annotation; `protocols`: a
+      // pod of another release, whose mounter speaks that range.
+      if (options.protocols) {
+        object.metadata!.annotations![ANNOTATION_MOUNT_PROTOCOLS] = formatProtocols(
+          options.protocols,
+        );
+      } else if (!options.sessions) {
+        delete object.metadata!.annotations![ANNOTATION_MOUNT_PROTOCOLS];
+      }
+      if (options.driverVersion) {
+        object.metadata!.labels![LABEL_DRIVER_VERSION] = options.driverVersion;
+      }
       const pod = await kube.create<KubeObject>(PODS, object);
       const uid = pod.metadata!.uid!;
       const comm = hostCommDir(ROOT, uid);
@@ -215,14 +235,21 @@ export async function world(more: Partial<PublisherOptions> = {}): Promise<World
             .catch(() => undefined);
           if (!conn) return;
           const msg = await sys.receiveWithFds(conn, { maxBytes: 65536, timeoutMs: 1000 });
+          let message: MountMessage;
+          try {
+            message = parseMountMessage(msg.bytes, options.protocols);
+          } catch (err) {
+            // As the mounter does: the reason in mount.error, nothing served.
+            await files.writeFile(`${comm}/${MOUNT_ERROR}`, errorMessage(err));
+            continue;
+          }
           const list = received.get(name) ?? [];
-          list.push(parseMountMessage(msg.bytes));
+          list.push(message);
           received.set(name, list);
           const refuse = refusing.get(name);
-          const message = list.at(-1)!;
           if (refuse !== undefined) {
             await files.writeFile(`${comm}/${MOUNT_ERROR}`, refuse);
-          } else if (options.sessions) {
+          } else if (options.sessions || (options.protocols?.max ?? 1) >= 2) {
             await files.remove(`${comm}/${MOUNT_SOCK}`);
             // The supervisor it became hands the fd back to a root peer on custody.sock.
             if (message.session && !custodyServed.has(name)) {

@@ -32,7 +32,7 @@ import {
 import { negotiate, podProtocols, ProtocolSkewError } from "../mppod/mount_protocol.ts";
 import { MOUNT_ERROR, MOUNT_SOCK, sourceMountDir, sourceMountRoot } from "../mppod/paths.ts";
 import { CACHE_ATTRIBUTES, CACHE_VOLUME_NAME } from "../mppod/cache_volume.ts";
-import { ANNOTATION_BROKEN } from "../mppod/labels.ts";
+import { ANNOTATION_BROKEN, LABEL_DRIVER_VERSION } from "../mppod/labels.ts";
 import type { BucketProbe } from "../s3/bucket_probe.ts";
 import { isErrno } from "../sys/errno.ts";
 import { type DirHandle, type Files, UnsafeEntryError } from "../sys/files.ts";
@@ -489,7 +489,8 @@ export class Publisher {
     probing.catch(() => {});
     let mounted = false;
     try {
-      // b.
+      // b. A pod this node plugin cannot talk to gets no keys (skew policy: mount_protocol.ts).
+      const session = this.#session(pod, p, who);
       try {
         checkMountpointPod(pod, this.#o.mountpointPod, who); // adoption by name: issue 23
         await writeCredentials(comm, creds, podUser(pod));
@@ -502,7 +503,6 @@ export class Publisher {
         }
         throw err;
       }
-      const session = this.#session(pod, p, who);
       const message = this.#message(p, creds, session);
       // c.
       await files.mkdir(sourceMountRoot(this.#o.kubeletRoot), {
@@ -743,27 +743,40 @@ export class Publisher {
   }
 
   /**
-   * The session of a new source mount: protocol 2 and mount-s3 (the engine that can resume one),
-   * with a new id; undefined with protocol 1 (a pod whose image predates sessions) or rclone.
-   * @throws {CsiError} FailedPrecondition when the pod and this node plugin share no protocol
+   * The mount protocol with `pod` and the session of a new source mount: a session with protocol 2
+   * and mount-s3 (the engine that can resume one), with a new id; none with protocol 1 (a pod whose
+   * image predates sessions) or rclone.
+   * @throws {CsiError} FailedPrecondition naming both sides' driver versions and protocol ranges
+   * when the pod and this node plugin share no protocol
    */
-  #session(pod: MountpointPod, p: PublishParams, who: string): MountSession | undefined {
+  #session(
+    pod: MountpointPod,
+    p: PublishParams,
+    who: string,
+  ): { version: number; session?: MountSession } {
     let version: number;
     try {
       version = negotiate(podProtocols(pod.metadata?.annotations));
     } catch (err) {
       if (err instanceof ProtocolSkewError) {
-        throw failedPrecondition(`Mountpoint Pod ${who} cannot be used: ${err.message}`);
+        const made = pod.metadata?.labels?.[LABEL_DRIVER_VERSION] ?? "unknown";
+        throw failedPrecondition(
+          `Mountpoint Pod ${who} (driver ${made}) cannot be used by this node plugin (driver ${DRIVER_VERSION}): ${err.message}`,
+        );
       }
       throw err;
     }
-    if (version < 2 || p.engine !== "mount-s3") return undefined;
+    if (version < 2 || p.engine !== "mount-s3") return { version };
     const id = Array.from(crypto.getRandomValues(new Uint8Array(16)))
       .map((b) => b.toString(16).padStart(2, "0")).join("");
-    return { id, resume: false };
+    return { version, session: { id, resume: false } };
   }
 
-  #message(p: PublishParams, creds: S3Credentials, session?: MountSession): MountMessage {
+  #message(
+    p: PublishParams,
+    creds: S3Credentials,
+    { version, session }: { version: number; session?: MountSession },
+  ): MountMessage {
     const options = new Map(p.options);
     const attempts = options.get("aws-max-attempts");
     options.delete("aws-max-attempts");
@@ -787,7 +800,9 @@ export class Publisher {
       ...proxy,
     ].sort();
     return {
-      ...(session ? { protocolVersion: 2 } : {}),
+      // The agreed version, on the wire from 2 on (1 is the upstream message, which names none):
+      // a mounter whose oldest protocol is 2 refuses a message without it, engine or not.
+      ...(version >= 2 ? { protocolVersion: version } : {}),
       bucketName: p.bucket,
       args: renderArgs(options),
       env,

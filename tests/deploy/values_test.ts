@@ -56,7 +56,7 @@ Deno.test("values: each kind of invalid value gets a clear message naming its pa
       { node: { resources: { requests: { memory: "1Gi" }, limits: { memory: "64Mi" } } } },
       /requests\.memory is larger than limits\.memory/,
     ],
-    [{ nodes: {} }, /^nodes: unknown key \(known keys here: namespace, /],
+    [{ nodes: {} }, /^nodes: unknown key \(known keys here: version, namespace, /],
     [{ node: { kubletPath: "/x" } }, /^node\.kubletPath: unknown key/],
     [{ controller: { replicas: "two" } }, /^controller\.replicas: must be a number, got "two"/],
     [{ controller: { replicas: -1 } }, /^controller\.replicas: must be a whole number ≥ 0/],

@@ -30,6 +30,7 @@ import {
   deployDriver,
   type DeployedDriver,
   driverRegistered,
+  DriverVersions,
   imageArchives,
   resolveEngine,
 } from "../testbed/services/real_node/driver.ts";
@@ -153,11 +154,13 @@ async function startTier(): Promise<Tier> {
     }, `${logDir}/deploy.log`));
   started.driver = driver;
   const ns = `rn-${crypto.randomUUID().slice(0, 8)}`;
+  const workers = () => started.worker ? [started.worker] : [];
   const cluster = new RealNodeCluster(
     node,
     s3.env,
     ns,
-    () => started.worker ? [started.worker] : [],
+    workers,
+    new DriverVersions({ node, workers, engineBin, driver: () => started.driver, logDir }),
   );
   started.cluster = cluster;
   await cluster.client.create(NAMESPACES, { metadata: { name: ns } } as KubeObject);

@@ -57,6 +57,7 @@ import { NO_EXECUTE_TAINT } from "../scenarios/taints.ts";
 import { HEADROOM } from "../scenarios/headroom.ts";
 import { DRAIN } from "../scenarios/drain.ts";
 import { ENGINE_CRASH } from "../scenarios/engine_crash.ts";
+import { UPGRADE } from "../scenarios/upgrade.ts";
 import {
   deployed,
   DRIVER_NAMESPACE,
@@ -243,7 +244,7 @@ realNodeTest(
 
 // Day 2 (issue 22), last: headroom fills the first node (and frees it again); taints and drain
 // need the second node, which stays until the tier stops.
-for (const s of [HEADROOM, NO_EXECUTE_TAINT, DRAIN]) realNodeScenario(s);
+for (const s of [UPGRADE, HEADROOM, NO_EXECUTE_TAINT, DRAIN]) realNodeScenario(s);
 
 realNodeFinalTest("real node: deno task undeploy removes everything", async (t) => {
   const driver = deployed();

@@ -268,6 +268,15 @@ export abstract class ScenarioCluster {
   abstract foreignSockets(): Promise<string[]>;
   /** The node plugins' recent log lines (for failure messages). */
   protected abstract nodePluginLogs(): Promise<string>;
+  /**
+   * Install the driver at `version` as an operator upgrades or rolls back: images of this tree
+   * built with that version (`S3CSI_VERSION`), then `deno task deploy` (the version the cluster
+   * started with: `DRIVER_VERSION`). Resolves with deploy's summary line. Only a cluster that
+   * deploys the driver can (the real node); the others refuse.
+   */
+  deployVersion(version: string): Promise<string> {
+    return Promise.reject(new Error(`this cluster cannot deploy driver version ${version}`));
+  }
 
   /** S3 client of the main user. */
   get s3(): S3Client {

@@ -20,6 +20,7 @@ import { DRAIN } from "./drain.ts";
 import { NO_EXECUTE_TAINT } from "./taints.ts";
 import { HEADROOM } from "./headroom.ts";
 import { ENGINE_CRASH } from "./engine_crash.ts";
+import { UPGRADE } from "./upgrade.ts";
 
 /** Scenario names (as `--scenario` takes them) → scenario. */
 export const SCENARIOS: Readonly<Record<string, Scenario>> = {
@@ -38,6 +39,7 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   drain: DRAIN,
   taints: NO_EXECUTE_TAINT,
   headroom: HEADROOM,
+  upgrade: UPGRADE,
 };
 
 /** The scenario named `name`, or undefined. */

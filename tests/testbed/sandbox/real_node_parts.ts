@@ -15,6 +15,7 @@ import {
   deployDriver,
   type DeployedDriver,
   driverRegistered,
+  DriverVersions,
   imageArchives,
   resolveEngine,
 } from "../services/real_node/driver.ts";
@@ -156,6 +157,20 @@ export class RealNodeParts {
         }; logs ${x.state}/logs)`,
     );
     return w !== undefined;
+  }
+
+  /** Other driver versions for the upgrade scenario (built from this tree, deployed). */
+  versions(): DriverVersions | undefined {
+    const node = this.node;
+    const engineBin = this.engine;
+    if (!node || !engineBin) return undefined;
+    return new DriverVersions({
+      node,
+      workers: () => this.worker ? [this.worker] : [],
+      engineBin,
+      driver: () => this.driver,
+      logDir: this.#logDir,
+    });
   }
 
   /** Output of a container (the kubelets' log files). */

@@ -710,6 +710,7 @@ export class SandboxEnv {
       this.s3.env,
       this.namespace,
       () => parts.worker ? [parts.worker] : [],
+      parts.versions(),
     );
   }
 

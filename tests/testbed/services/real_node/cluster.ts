@@ -33,6 +33,7 @@ import {
 import { MOUNTPOINT_CONTAINER } from "../../../../src/mppod/pod_spec.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../../../src/mppod/labels.ts";
 import type { RealNode, RealWorker } from "./real_node.ts";
+import type { DriverVersions } from "./driver.ts";
 
 /** Namespace of the driver's own pods (node plugin, controller). */
 export const DRIVER_NAMESPACE: string = defaultValues().namespace;
@@ -60,19 +61,25 @@ export class RealNodeCluster extends ScenarioCluster {
   readonly #s3: S3Env;
   readonly #ns: string;
   readonly #workers: () => readonly RealWorker[];
+  readonly #versions: Pick<DriverVersions, "deploy"> | undefined;
 
-  /** `workers`: the second node(s) running now (asked on every use: they may join later). */
+  /**
+   * `workers`: the second node(s) running now (asked on every use: they may join later);
+   * `versions`: what deploys other driver versions ({@link deployVersion}).
+   */
   constructor(
     node: RealNode,
     s3: S3Env,
     ns: string,
     workers: () => readonly RealWorker[] = () => [],
+    versions?: Pick<DriverVersions, "deploy">,
   ) {
     super();
     this.node = node;
     this.#s3 = s3;
     this.#ns = ns;
     this.#workers = workers;
+    this.#versions = versions;
     this.#client = new RestKubeClient(kubeConfigFromFile(node.kubeconfig), {
       userAgent: "s3csi-real-node-tests",
     });
@@ -97,6 +104,10 @@ export class RealNodeCluster extends ScenarioCluster {
 
   get workloadImage(): { image: string; pullPolicy: string } {
     return { image: `${this.node.imagePrefix}/busybox:host`, pullPolicy: "Never" };
+  }
+
+  override deployVersion(version: string): Promise<string> {
+    return this.#versions?.deploy(version) ?? super.deployVersion(version);
   }
 
   /** `deno task deploy` renders the admission policies of volumes (`validateVolumes`). */

@@ -13,7 +13,7 @@ import { CSI_NODES, SECRETS } from "../../../../src/kube/resources.ts";
 import type { KubeClient, KubeObject } from "../../../../src/kube/client.ts";
 import { waitFor } from "../../../../src/util/wait_for.ts";
 import { defaultValues } from "../../../../src/deploy/values.ts";
-import { DRIVER_NAME, DRIVER_VERSION } from "../../../../src/util/version.ts";
+import { DRIVER_NAME, DRIVER_VERSION, VERSION_ENV } from "../../../../src/util/version.ts";
 import { type DriverS3, driverValues, imageArchives, LOCAL_REGISTRY } from "./driver_values.ts";
 import type { RealNode } from "./real_node.ts";
 
@@ -90,14 +90,17 @@ export async function resolveEngine(
 /**
  * Build the driver images and import them into the node's containerd; the Mountpoint image gets
  * `engineBin` and the supervisor beside it. Resolves with the `IMAGE_<COMPONENT>=<ref> <archive>`
- * lines.
+ * lines. `version`: another version of this tree (`S3CSI_VERSION`: the binaries embed it, the
+ * images are tagged with it), its archives in a folder of their own.
  */
 export async function buildDriverImages(
   node: Pick<RealNode, "containerdAddress">,
   logPath: string,
   engineBin: string,
   signal?: AbortSignal,
+  version: string = DRIVER_VERSION,
 ): Promise<string> {
+  const other = version !== DRIVER_VERSION;
   return await run(
     "scripts/build_images_local.ts",
     [
@@ -109,8 +112,9 @@ export async function buildDriverImages(
       node.containerdAddress,
       "--registry",
       LOCAL_REGISTRY,
+      ...(other ? ["--version", version, "--out", `${REPO}dist/images/${version}`] : []),
       "--tag",
-      DRIVER_VERSION,
+      version,
       "--engine-bin",
       engineBin,
     ],
@@ -118,6 +122,33 @@ export async function buildDriverImages(
     logPath,
     signal,
   );
+}
+
+/** Import OCI archives into a node's containerd (a second node that needs another version). */
+export async function importImages(
+  node: Pick<RealNode, "containerdAddress">,
+  archives: readonly string[],
+  logPath: string,
+  signal?: AbortSignal,
+): Promise<void> {
+  for (const archive of archives) {
+    const args = ["--address", node.containerdAddress, "-n", "k8s.io", "images", "import", archive];
+    await Deno.writeTextFile(logPath, `$ ctr ${args.join(" ")}\n`, { append: true });
+    const r = await new Deno.Command("ctr", {
+      args,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      ...(signal ? { signal } : {}),
+    }).output();
+    if (!r.success) {
+      throw new DriverCommandError(
+        `ctr import ${archive} failed (exit ${r.code}): ${
+          new TextDecoder().decode(r.stderr).trim()
+        }`,
+      );
+    }
+  }
 }
 
 /** The deployed driver. */
@@ -128,6 +159,11 @@ export interface DeployedDriver {
   readonly summary: string;
   /** `deno task undeploy --purge`, then the credentials Secret. */
   undeploy(signal?: AbortSignal): Promise<string>;
+  /**
+   * `deno task deploy` again with `S3CSI_VERSION=<version>` (its images, built and imported
+   * before): an upgrade or a rollback, as an operator runs it. Resolves with its summary.
+   */
+  deployVersion(version: string, signal?: AbortSignal): Promise<string>;
 }
 
 /**
@@ -163,7 +199,9 @@ export async function deployDriver(
   await Deno.mkdir(dir, { recursive: true });
   const valuesPath = `${dir}/values.yaml`;
   // JSON is YAML: the values loader reads both.
-  await Deno.writeTextFile(valuesPath, `${JSON.stringify(driverValues(node, s3), null, 2)}\n`);
+  const writeValues = (version: string) =>
+    Deno.writeTextFile(valuesPath, `${JSON.stringify(driverValues(node, s3, version), null, 2)}\n`);
+  await writeValues(DRIVER_VERSION);
   const env = { KUBECONFIG: node.kubeconfig, PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin" };
   const summary = await run(
     "deno task deploy",
@@ -175,6 +213,16 @@ export async function deployDriver(
   return {
     valuesPath,
     summary,
+    async deployVersion(version: string, sig?: AbortSignal) {
+      await writeValues(version);
+      return await run(
+        `S3CSI_VERSION=${version} deno task deploy`,
+        ["task", "deploy", "--values", valuesPath],
+        { ...env, [VERSION_ENV]: version },
+        logPath,
+        sig,
+      );
+    },
     async undeploy(sig?: AbortSignal) {
       const out = await run(
         "deno task undeploy",
@@ -212,4 +260,49 @@ export async function driverRegistered(
     );
     return n?.spec?.drivers?.some((d) => d.name === DRIVER_NAME) ?? false;
   }, { timeoutMs, intervalMs: 200 });
+}
+
+/** What {@link DriverVersions} builds and deploys with. */
+export interface DriverVersionsOptions {
+  readonly node: Pick<RealNode, "containerdAddress">;
+  /** The second node(s) running now (they get each version's images too). */
+  readonly workers: () => readonly Pick<RealNode, "containerdAddress">[];
+  /** `mount-s3` for the Mountpoint image (the supervisor beside it). */
+  readonly engineBin: string;
+  readonly driver: () => DeployedDriver | undefined;
+  readonly logDir: string;
+}
+
+/**
+ * Other versions of the driver on the running cluster, for the upgrade scenario: each is built
+ * once from this tree (`S3CSI_VERSION`), imported into every node, then deployed with
+ * `deno task deploy` like an operator's upgrade or rollback. `deno.json`'s version is the one
+ * built and deployed at start.
+ */
+export class DriverVersions {
+  readonly #built = new Map<string, string[]>();
+  readonly #o: DriverVersionsOptions;
+
+  constructor(o: DriverVersionsOptions) {
+    this.#o = o;
+  }
+
+  /** Build (once) and import `version`'s images, then deploy it; resolves with deploy's summary. */
+  async deploy(version: string, signal?: AbortSignal): Promise<string> {
+    const o = this.#o;
+    const driver = o.driver();
+    if (!driver) throw new Error("the driver is not deployed");
+    if (version !== DRIVER_VERSION) {
+      const log = `${o.logDir}/images-${version}.log`;
+      let archives = this.#built.get(version);
+      if (!archives) {
+        archives = imageArchives(
+          await buildDriverImages(o.node, log, o.engineBin, signal, version),
+        );
+        this.#built.set(version, archives);
+      }
+      for (const w of o.workers()) await importImages(w, archives, log, signal);
+    }
+    return (await driver.deployVersion(version, signal)).trim().split("\n")[0] ?? "";
+  }
 }

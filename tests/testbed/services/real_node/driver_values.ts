@@ -22,11 +22,16 @@ export interface DriverS3 {
 
 /**
  * The values file's content: images (the headroom pods' pause image is the node's own sandbox
- * image), pull policy, S3; everything else stays default.
+ * image) of `version` (deno.json's, or another build of this tree), pull policy, S3; everything
+ * else stays default.
  */
-export function driverValues(node: Pick<RealNode, "imagePrefix">, s3: DriverS3): unknown {
+export function driverValues(
+  node: Pick<RealNode, "imagePrefix">,
+  s3: DriverS3,
+  version: string = DRIVER_VERSION,
+): unknown {
   return {
-    image: realNodeImageValues(node, LOCAL_REGISTRY, DRIVER_VERSION),
+    image: realNodeImageValues(node, LOCAL_REGISTRY, version),
     mountpointPod: { headroomImage: `${node.imagePrefix}/pause:3.10` },
     s3: { endpointUrl: s3.endpoint, region: s3.region },
   };
