@@ -572,8 +572,9 @@ export class Reconciler {
           }
         }
       }
-      return;
     }
+    // A running pod too: the node plugin marks a pod broken while it runs (its engine gave up,
+    // it changed, it is of a version the node plugin cannot use).
     const broken = mp.metadata.annotations?.[ANNOTATION_BROKEN];
     if (
       (phase === "Succeeded" || phase === "Failed" || broken) && !mp.metadata.deletionTimestamp

@@ -436,6 +436,9 @@ Deno.test("Reconciler: a Mountpoint Pod marked broken is reported on its workloa
   await h.client.create(PODS, w);
   await h.reconcileAll();
   const [mp] = mpPods(h);
+  // It runs (the kubelet says so), then the node plugin marks it.
+  await h.client.patch(PODS, mp!.metadata.name!, "mount-s3", { status: { phase: "Running" } });
+  await h.reconcileAll();
   await h.client.patch(PODS, mp!.metadata.name!, "mount-s3", {
     metadata: { annotations: { [ANNOTATION_BROKEN]: "its engine failed 6 times within 60 s" } },
   });
@@ -989,4 +992,57 @@ Deno.test("Reconciler: after an upgrade a running workload keeps its old version
     mpPods(h).find((p) => p.metadata.name === mp)?.metadata.labels?.[LABEL_DRIVER_VERSION],
     "1.0.0",
   );
+});
+
+Deno.test("Reconciler: an old version's Mountpoint Pod the node plugin asks to replace comes back of this version", async () => {
+  await using h = await harness();
+  await h.client.create(PVS, pv("pv-1"));
+  await h.client.create(PVCS, pvc("pv-1"));
+  // A workload the previous release's controller assigned during the rollout: not yet mounted
+  // (pending); the new node plugin refused its pod and marked it for replacement.
+  const pending = await h.client.create<Pod>(PODS, workload("pending", "pv-1"));
+  await h.client.create<Pod>(PODS, {
+    metadata: {
+      name: "mp-old",
+      namespace: "mount-s3",
+      labels: { [LABEL_COMPONENT]: "mountpoint-pod", [LABEL_DRIVER_VERSION]: "0.9.0" },
+      annotations: {
+        [ANNOTATION_BROKEN]:
+          "The node plugin asked for a replacement: the pod was made for driver 0.9.0, which this node plugin (driver 1.0.0) cannot use",
+      },
+    },
+    spec: { containers: [{ name: "mountpoint", image: "s3-csi-mounter:0.9.0" }] },
+    status: { phase: "Running" },
+  });
+  await h.client.create<MountpointS3PodAttachment>(S3PAS, {
+    metadata: { name: "s3pa-old", labels: { [LABEL_DRIVER_VERSION]: "0.9.0" } },
+    spec: {
+      nodeName: "node-1",
+      persistentVolumeName: "pv-1",
+      volumeID: "pv-1-handle",
+      mountOptions: "allow-delete",
+      workloadFSGroup: "",
+      authenticationSource: "driver",
+      mountpointS3PodAttachments: {
+        "mp-old": [{
+          workloadPodUID: pending.metadata.uid!,
+          attachmentTime: "2026-01-01T00:00:00Z",
+        }],
+      },
+    },
+  });
+  await h.reconcileAll();
+  await h.reconciler.reconcile("mount-s3/mp-old");
+  await h.settle();
+  const [again] = mpPods(h);
+  assert.equal(again?.metadata.name, "mp-old", "replaced under the same name");
+  assert.equal(again?.metadata.annotations?.[ANNOTATION_BROKEN], undefined);
+  assert.equal(
+    again?.spec?.containers?.[0]?.image,
+    POD_CONFIG.image,
+    "the replacement runs this controller's Mountpoint image",
+  );
+  const events = h.recorder.events.filter((e) => e.reason === "MountpointPodBroken");
+  assert.equal(events.length, 1);
+  assert.match(events[0]!.message, /asked for a replacement: the pod was made for driver 0\.9\.0/);
 });
