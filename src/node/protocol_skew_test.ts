@@ -8,6 +8,9 @@
  */
 import assert from "node:assert/strict";
 import { CsiError } from "../csi/errors.ts";
+import { PODS } from "../kube/resources.ts";
+import type { Pod } from "../kube/types.ts";
+import { ANNOTATION_BROKEN } from "../mppod/labels.ts";
 import { CREDENTIALS_DIR, hostCommDir } from "../mppod/paths.ts";
 import { OUR_PROTOCOLS } from "../mppod/mount_protocol.ts";
 import { DRIVER_VERSION } from "../util/version.ts";
@@ -90,7 +93,7 @@ Deno.test("skew: Mountpoint Pods two releases apart are refused before keys, nam
           new RegExp(
             `Mountpoint Pod .*/mp-1 \\(driver 9\\.9\\.9\\) cannot be used by this node plugin \\(driver ${
               DRIVER_VERSION.replaceAll(".", "\\.")
-            }\\): the Mountpoint Pod ${text}: run a node plugin and a Mountpoint image at most one release apart`,
+            }\\): the Mountpoint Pod ${text}: run a node plugin and a Mountpoint image at most one release apart.*\\. It was made for driver 9\\.9\\.9, .*: the controller replaces it`,
           ),
         );
         return true;
@@ -102,6 +105,13 @@ Deno.test("skew: Mountpoint Pods two releases apart are refused before keys, nam
         hostCommDir(ROOT, pod.metadata!.uid!)
       }/${CREDENTIALS_DIR}/${CREDENTIALS_FILE}`;
       assert.equal(await w.files.readTextFile(creds), undefined, "no keys written");
+      // Nothing is mounted from the pod of another release on this node: the controller is asked
+      // to replace it (a rollout's leftover), and the error says so.
+      const marked = await w.kube.get<Pod>(PODS, "mp-1", "mount-s3");
+      assert.match(
+        marked?.metadata.annotations?.[ANNOTATION_BROKEN] ?? "not marked",
+        /asked for a replacement: the pod was made for driver 9\.9\.9/,
+      );
     });
   }
 });

@@ -490,9 +490,14 @@ export class Publisher {
     let mounted = false;
     try {
       // b. A pod this node plugin cannot talk to gets no keys (skew policy: mount_protocol.ts).
-      const session = this.#session(pod, p, who);
+      let session: { version: number; session?: MountSession };
       try {
+        session = this.#session(pod, p, who);
         checkMountpointPod(pod, this.#o.mountpointPod, who); // adoption by name: issue 23
+      } catch (err) {
+        throw await this.#unusable(pod, mpName, err, signal);
+      }
+      try {
         await writeCredentials(comm, creds, podUser(pod));
         await comm.remove(MOUNT_ERROR);
       } catch (err) {
@@ -740,6 +745,43 @@ export class Publisher {
           }`,
         );
     }
+  }
+
+  /**
+   * `err`: why Mountpoint Pod `mpName` cannot get a new source mount from this node plugin (no
+   * common protocol, or not the pod this node plugin expects). When another driver version made
+   * it — a rollout under way: the old controller assigned it before this node plugin replaced the
+   * old one — nothing is mounted from it on this node (this runs only for a pod without a source
+   * mount): ask the controller to replace it (the broken annotation), so that the workload's next
+   * publish gets a pod of this version instead of failing until someone deletes it. A pod of this
+   * version that differs (another's pod under its name, or settings that disagree) is only refused.
+   */
+  async #unusable(
+    pod: MountpointPod,
+    mpName: string,
+    err: unknown,
+    signal: AbortSignal,
+  ): Promise<unknown> {
+    const made = pod.metadata?.labels?.[LABEL_DRIVER_VERSION];
+    if (!(err instanceof CsiError) || !made || made === DRIVER_VERSION) return err;
+    const why =
+      `made for driver ${made}, which this node plugin (driver ${DRIVER_VERSION}) cannot use, and nothing is mounted from it on this node`;
+    try {
+      await this.#o.pods.markBroken(
+        mpName,
+        `The node plugin asked for a replacement: the pod was ${why}`,
+        signal,
+      );
+    } catch (e) {
+      log.warn("Could not mark Mountpoint Pod {pod} for replacement: {error}", {
+        pod: mpName,
+        error: errorMessage(e),
+      });
+      return err;
+    }
+    return failedPrecondition(
+      `${err.message}. It was ${why}: the controller replaces it, and the next NodePublishVolume uses the new one`,
+    );
   }
 
   /**

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { CsiError } from "../csi/errors.ts";
 import { PODS } from "../kube/resources.ts";
 import type { Pod } from "../kube/types.ts";
-import { ANNOTATION_NEEDS_UNMOUNT } from "../mppod/labels.ts";
+import { ANNOTATION_BROKEN, ANNOTATION_NEEDS_UNMOUNT } from "../mppod/labels.ts";
+import { DRIVER_VERSION } from "../util/version.ts";
 import { hostCommDir, sourceMountDir } from "../mppod/paths.ts";
 import { SysError } from "../sys/errno.ts";
 import { findMount } from "../sys/mountinfo.ts";
@@ -265,7 +266,7 @@ Deno.test("Unmounter: startup never waits for a needs-unmount source in use; it 
 
 Deno.test("Publisher: a Mountpoint Pod that is not what the controller renders gets no credentials and no FUSE connection", async () => {
   await using w = await world();
-  const uid = await w.addMountpointPod("mp-1");
+  const uid = await w.addMountpointPod("mp-1", "Running", { driverVersion: DRIVER_VERSION });
   // Someone else's pod under the expected name: another image.
   const pod = (await w.kube.get<Pod>(PODS, "mp-1", "mount-s3"))!;
   pod.spec.containers[0]!.image = "attacker/keys:latest";
@@ -284,6 +285,39 @@ Deno.test("Publisher: a Mountpoint Pod that is not what the controller renders g
   assert.equal(w.files.files.has(`${comm}/credentials/s3-csi-credentials`), false, "no keys");
   assert.deepEqual(w.sys.callsOf("mountFuse"), [], "no FUSE mount");
   assert.equal(w.received.get("mp-1"), undefined, "nothing sent to the pod");
+  const after = await w.kube.get<Pod>(PODS, "mp-1", "mount-s3");
+  assert.equal(
+    after?.metadata.annotations?.[ANNOTATION_BROKEN],
+    undefined,
+    "a pod of this driver version that differs is only refused, never marked for replacement",
+  );
+});
+
+Deno.test("Publisher: a Mountpoint Pod of another driver version it cannot use, with nothing mounted from it, is marked for replacement", async () => {
+  await using w = await world();
+  await w.addMountpointPod("mp-1", "Running", { driverVersion: "0.0.1-old" });
+  // The old controller's pod, of the old image: assigned before this node plugin took over.
+  const pod = (await w.kube.get<Pod>(PODS, "mp-1", "mount-s3"))!;
+  pod.spec.containers[0]!.image = "s3-csi-mounter:0.0.1-old";
+  await w.kube.update(PODS, pod);
+  await w.assign("pv-1", "mp-1", ["uid-a"]);
+  const t = w.target("uid-a", "pv-1");
+  await until(() =>
+    w.pods.pod("mp-1")?.spec?.containers?.[0]?.image === "s3-csi-mounter:0.0.1-old"
+  );
+  await assert.rejects(
+    w.publisher.publish(validatePublish(req(t), ROOT), {}),
+    (e: unknown) =>
+      e instanceof CsiError && e.code === 9 &&
+      /is not the pod the controller renders \(image is "s3-csi-mounter:0\.0\.1-old".*\. It was made for driver 0\.0\.1-old, which this node plugin \(driver .+\) cannot use, and nothing is mounted from it on this node: the controller replaces it/
+        .test(e.message),
+  );
+  assert.deepEqual(w.sys.callsOf("mountFuse"), [], "no FUSE mount");
+  const after = await w.kube.get<Pod>(PODS, "mp-1", "mount-s3");
+  assert.match(
+    after?.metadata.annotations?.[ANNOTATION_BROKEN] ?? "not marked",
+    /^The node plugin asked for a replacement: the pod was made for driver 0\.0\.1-old/,
+  );
 });
 
 Deno.test("Publisher: no-sign-request gives the pod no credentials; the volume's user agent comes first; the probe gets the request options", async () => {
