@@ -3,7 +3,9 @@
 //! - wraps the CRT's `aws_s3_client_new` so `src/proxy.rs` can turn on proxy settings from the
 //!   environment (the libraries expose no proxy option; see that file);
 //! - wraps s2n-tls's `s2n_connection_get_delay` so failed TLS handshakes fail at once
-//!   (`src/tls_blinding.rs`).
+//!   (`src/tls_blinding.rs`);
+//! - wraps the CRT's `aws_retry_strategy_schedule_retry` so the bucket check at start gets fewer
+//!   attempts than the mount, on the same client (`src/start_attempts.rs`).
 
 use std::{env, fs, path::Path};
 
@@ -24,6 +26,7 @@ fn main() {
     }
     println!("cargo:rustc-link-arg=-Wl,--wrap=aws_s3_client_new");
     println!("cargo:rustc-link-arg=-Wl,--wrap=s2n_connection_get_delay");
+    println!("cargo:rustc-link-arg=-Wl,--wrap=aws_retry_strategy_schedule_retry");
 }
 
 /// The version of `package` in a Cargo.lock (`name = "..."` followed by `version = "..."`).

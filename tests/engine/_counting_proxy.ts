@@ -27,11 +27,27 @@ export interface ForwardedRequest {
 }
 
 /**
+ * A raw HTTP response to send instead of forwarding a request (its body, if any, is dropped), or
+ * `undefined` to forward it; see {@link s3ErrorResponse}.
+ */
+export type Answer = (request: ForwardedRequest) => string | undefined;
+
+/** A raw S3 error response (XML body, `Connection: keep-alive`). */
+export function s3ErrorResponse(status: number, reason: string, code: string): string {
+  const body = `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code>` +
+    `<Message>injected by the test proxy</Message></Error>`;
+  return `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/xml\r\n` +
+    `Content-Length: ${body.length}\r\nConnection: keep-alive\r\n\r\n${body}`;
+}
+
+/**
  * A tiny HTTP proxy on 127.0.0.1: CONNECT tunnels, and forwarding of absolute-form requests
  * (rewritten to origin-form, one request after the other per connection, bodies by
- * Content-Length).
+ * Content-Length). `options.answer` may answer a forwarded request itself (failures injected).
  */
-export async function startProxy(): Promise<{ url: string; log: ProxyLog } & AsyncDisposable> {
+export async function startProxy(
+  options: { answer?: Answer } = {},
+): Promise<{ url: string; log: ProxyLog } & AsyncDisposable> {
   const log: ProxyLog = { connects: [], forwards: [], requests: [] };
   const sockets = new Set<Socket>();
   const track = (s: Socket) => {
@@ -44,13 +60,14 @@ export async function startProxy(): Promise<{ url: string; log: ProxyLog } & Asy
     let buffer = Buffer.alloc(0);
     let upstream: Socket | undefined;
     let bodyLeft = 0;
+    let dropBody = false;
     let tunnel = false;
     const pump = () => {
       while (!tunnel) {
         if (bodyLeft > 0) {
           if (buffer.length === 0) return;
           const n = Math.min(bodyLeft, buffer.length);
-          upstream!.write(buffer.subarray(0, n));
+          if (!dropBody) upstream!.write(buffer.subarray(0, n));
           buffer = buffer.subarray(n);
           bodyLeft -= n;
           continue;
@@ -80,14 +97,23 @@ export async function startProxy(): Promise<{ url: string; log: ProxyLog } & Asy
         }
         const url = new URL(target!);
         log.forwards.push(target!);
-        log.requests.push({
+        const request: ForwardedRequest = {
           method: method!,
           target: target!,
           headers: Object.fromEntries(headers.map((h) => {
             const i = h.indexOf(":");
             return [h.slice(0, i).trim().toLowerCase(), h.slice(i + 1).trim()];
           })),
-        });
+        };
+        log.requests.push(request);
+        const length = headers.find((h) => /^content-length:/i.test(h));
+        bodyLeft = length ? Number(length.split(":")[1]!.trim()) : 0;
+        const answer = options.answer?.(request);
+        dropBody = answer !== undefined;
+        if (answer !== undefined) {
+          client.write(answer);
+          continue;
+        }
         if (!upstream) {
           const up = connect(Number(url.port || 80), url.hostname);
           upstream = up;
@@ -96,8 +122,6 @@ export async function startProxy(): Promise<{ url: string; log: ProxyLog } & Asy
           client.on("close", () => up.destroy());
           up.pipe(client);
         }
-        const length = headers.find((h) => /^content-length:/i.test(h));
-        bodyLeft = length ? Number(length.split(":")[1]!.trim()) : 0;
         const kept = headers.filter((h) => !/^proxy-/i.test(h));
         upstream.write(
           `${method} ${url.pathname}${url.search} ${version}\r\n${kept.join("\r\n")}\r\n\r\n`,

@@ -13,6 +13,7 @@ mod panic_hook;
 mod proxy;
 mod session_table;
 mod settings;
+mod start_attempts;
 mod start_deadline;
 mod tls_blinding;
 mod upstream_options;

@@ -37,10 +37,11 @@ use crate::fuse_fd;
 use crate::session_table::Table;
 use crate::proxy;
 use crate::settings::{self, S3Settings};
+use crate::start_attempts;
 use crate::start_deadline::{self, StartDeadline};
 use crate::version;
 
-/// Attempts of the bucket check at start (at most).
+/// Attempts of the bucket check at start (at most; `start_attempts.rs`).
 const CHECK_ATTEMPTS: u32 = 3;
 
 /// How long a handover waits for the requests already running to finish.
@@ -122,17 +123,18 @@ pub fn run(args: &MountArgs) -> Result<(), Failure> {
         .with_memory_limit(mem_limit)
         .build();
 
-    // The start check gets few attempts: a wrong endpoint, CA or proxy is reported in seconds,
-    // not after the minute of backoff that the mount's attempts allow. A resumed session was
-    // proven at its first start, and its workloads are waiting: no check.
-    if !args.resume {
-        let check_client = create_client(args, &s3, &parts, pool.clone(), s3.max_attempts.min(CHECK_ATTEMPTS))?;
-        check_proxy_linked(&s3)?;
-        check_bucket(&check_client, &s3_path, &s3, &deadline)?;
-        drop(check_client);
-    }
     let client = create_client(args, &s3, &parts, pool.clone(), s3.max_attempts)?;
     check_proxy_linked(&s3)?;
+    // The start check gets few attempts: a wrong endpoint, CA or proxy is reported in seconds,
+    // not after the minute of backoff that the mount's attempts allow. It runs on the mount's own
+    // client (a second client would cost ~10 ms at every start): the limit holds for the check
+    // only (start_attempts.rs), and the check's connection and credentials serve the mount. A
+    // resumed session was proven at its first start, and its workloads are waiting: no check.
+    if !args.resume {
+        let limit = start_attempts::Limit::new(CHECK_ATTEMPTS);
+        check_bucket(&client, &s3_path, &s3, &deadline)?;
+        drop(limit);
+    }
     let personality = S3Personality::infer_from_bucket(s3_path.bucket.as_str(), &client.endpoint_config());
     let runtime = Runtime::new(client.event_loop_group());
 
