@@ -40,6 +40,9 @@ LABEL org.opencontainers.image.title="s3-csi-${COMPONENT}" \
       org.opencontainers.image.source="https://github.com/scality/s3-csi-driver" \
       org.opencontainers.image.description="s3.csi.scality.com ${COMPONENT}"
 COPY --from=builder /out/s3-csi-${COMPONENT} /bin/s3-csi-driver
+# glibc malloc gives back what Deno frees (GLIBC_TUNABLES in scripts/build.ts says why and what it
+# measured; scripts/build_images_local.ts sets the same value, tests/cli/build_test.ts checks both).
+ENV GLIBC_TUNABLES=glibc.malloc.mmap_threshold=32768:glibc.malloc.trim_threshold=32768
 # The controller runs as the image's nonroot user (65532); the node DaemonSet overrides it with
 # runAsUser 0 because it mounts (see k8s/deploy and docs/adr/0006-manifests-from-typescript.md).
 USER 65532:65532

@@ -35,7 +35,7 @@
  */
 import { parseArgs } from "node:util";
 import { fromFileUrl } from "./_gen_util.ts";
-import { buildVersion, COMPONENTS, V8_FLAGS } from "./build.ts";
+import { buildVersion, COMPONENTS, imageEnv, V8_FLAGS } from "./build.ts";
 import { VERSION_ENV } from "../src/util/version.ts";
 import {
   CA_BUNDLE,
@@ -83,6 +83,7 @@ export function runtimeConfig(
   const env = [
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     `SSL_CERT_FILE=${CA_BUNDLE}`,
+    ...Object.entries(imageEnv(c)).map(([k, v]) => `${k}=${v}`),
   ];
   if (c === "mounter") {
     return {

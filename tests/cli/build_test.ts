@@ -37,3 +37,20 @@ Deno.test("deno task build makes three bundles that each run --help and --versio
     assert.match(new TextDecoder().decode(help.stdout), new RegExp(`^s3-csi-${name}: `));
   }
 });
+
+Deno.test("both image builds give the node plugin and the controller the same GLIBC_TUNABLES", async () => {
+  const { GLIBC_TUNABLES } = await import("../../scripts/build.ts");
+  const { runtimeConfig } = await import("../../scripts/build_images_local.ts");
+  const dockerfile = await Deno.readTextFile(`${ROOT}images/driver.Dockerfile`);
+  assert.ok(
+    dockerfile.split("\n").includes(`ENV GLIBC_TUNABLES=${GLIBC_TUNABLES}`),
+    "images/driver.Dockerfile sets GLIBC_TUNABLES as scripts/build.ts says",
+  );
+  for (const c of ["node", "controller"] as const) {
+    assert.ok(runtimeConfig(c, "dev", "").env.includes(`GLIBC_TUNABLES=${GLIBC_TUNABLES}`), c);
+  }
+  // The mounter becomes the supervisor and the engine, which keep glibc's defaults.
+  assert.ok(!runtimeConfig("mounter", "dev", "").env.some((e) => e.startsWith("GLIBC_TUNABLES=")));
+  const mounterDockerfile = await Deno.readTextFile(`${ROOT}images/mounter.Dockerfile`);
+  assert.ok(!mounterDockerfile.includes("GLIBC_TUNABLES"));
+});
