@@ -18,9 +18,12 @@
  * VmHWM), and the growth from 2k to 10k on the real tier.
  *
  * Usage: `deno task bench:controller [--only emulator-2k,real-2k,real-10k] [--kubeconfig F]
- * [--v8-flags F] [--controller-args "--workers=16 …"]` (`--kubeconfig` runs the chosen scales
- * against that server instead of starting one; `--v8-flags` replaces the controller's production
- * flags from scripts/build.ts; `--controller-args` adds controller flags).
+ * [--v8-flags F] [--glibc-tunables T] [--controller-args "--workers=16 …"] [--no-build]`
+ * (`--kubeconfig` runs the chosen scales against that server instead of starting one; `--v8-flags`
+ * replaces the controller's production flags from scripts/build.ts and `--glibc-tunables` its
+ * image's malloc settings (`GLIBC_TUNABLES`, empty: glibc's defaults); `--controller-args` adds
+ * controller flags; `--no-build` measures dist/controller.js as it is, for experiments on the
+ * artefact).
  *
  * @module
  */
@@ -43,7 +46,7 @@ import { RestKubeClient } from "../src/kube/rest_client.ts";
 import type { PersistentVolumeClaim } from "../src/kube/types.ts";
 import { fromFileUrl } from "./_gen_util.ts";
 import { unsettledClaims } from "./bench_claims.ts";
-import { V8_FLAGS } from "./build.ts";
+import { imageEnv, V8_FLAGS } from "./build.ts";
 import { preboundClaim, preboundPv } from "../tests/testbed/control_plane/prebound_volume.ts";
 
 const ROOT = fromFileUrl(new URL("../", import.meta.url));
@@ -218,6 +221,7 @@ async function runScale(
   v8Flags: string,
   extraArgs: readonly string[],
   source = false,
+  glibcTunables = "",
 ): Promise<Result> {
   const client = new RestKubeClient(kubeConfigFromFile(target.kubeconfig), {
     userAgent: "s3csi-bench",
@@ -335,8 +339,9 @@ async function runScale(
     ],
     env: {
       KUBECONFIG: target.kubeconfig,
-      // As in the image: no cache dir Deno can write.
+      // As in the image: no cache dir Deno can write, the image's malloc settings.
       ...(source ? {} : { DENO_DIR: "/nonexistent/deno", HOME: "/nonexistent" }),
+      ...(glibcTunables ? { GLIBC_TUNABLES: glibcTunables } : {}),
     },
     cwd: ROOT,
     stdout: "null",
@@ -524,16 +529,20 @@ function table(results: readonly Result[]): void {
 if (import.meta.main) {
   const { values } = parseArgs({
     args: Deno.args,
+    allowNegative: true,
     options: {
       only: { type: "string" },
       kubeconfig: { type: "string" },
       "v8-flags": { type: "string", default: V8_FLAGS.controller },
+      "glibc-tunables": { type: "string", default: imageEnv("controller").GLIBC_TUNABLES ?? "" },
       "controller-args": { type: "string", default: "" },
       source: { type: "boolean", default: false },
+      build: { type: "boolean", default: true },
     },
   });
   if (values.source) artefact = "src/cmd/controller/main.ts, warm cache";
-  if (!values.source) {
+  else if (!values["glibc-tunables"]) artefact += ", glibc's default malloc settings";
+  if (!values.source && values.build) {
     const built = await new Deno.Command(Deno.execPath(), {
       args: ["run", "-A", `${ROOT}scripts/build.ts`, "--only", "controller"],
       cwd: ROOT,
@@ -573,6 +582,7 @@ if (import.meta.main) {
           values["v8-flags"],
           values["controller-args"].split(" ").filter(Boolean),
           values.source,
+          values["glibc-tunables"],
         ),
       );
     } finally {
