@@ -11,10 +11,16 @@
  *    recorded); p50/p99 of `--publishes` each.
  * 3. The pause after the engine is SIGKILLed under a workload (`--kills` times, each engine having
  *    served 1.5 s): from the kill to the workload's next answered operation, p50/p99. Goal p99 ≤ 2 s.
+ * 4. Idle resident memory of a Mountpoint Pod serving a mount (issue 24: ≤ 30 MiB): `--pods` fresh
+ *    pods published through the node plugin (protocol 2, the session held), each measured
+ *    `IDLE_MS` after its publish: VmRSS of every process of the pod — the mounter's PID, which is
+ *    `s3-csi-supervisor` by then (the mounter `execve`s it once it has the FUSE fd, so no Deno stays
+ *    resident), and its `mount-s3` child. Medians.
  *
  * Prints a Markdown section (`## session`) for `deno task bench`.
  *
- * Usage: `deno run -A scripts/bench_session.ts [--runs=5] [--size-mib=256] [--publishes=20] [--kills=10]`
+ * Usage: `deno run -A scripts/bench_session.ts [--runs=5] [--size-mib=256] [--publishes=20]
+ * [--kills=10] [--pods=5] [--only throughput,publish,pauses,memory]`
  *
  * @module
  */
@@ -31,7 +37,7 @@ import {
 } from "../tests/engine/_engine.ts";
 import { pauseAfter, startWorkload, supervise } from "../tests/engine/_session.ts";
 import { percentile, runToEnd } from "../tests/_helpers.ts";
-import { publishVolume, startEngineNode } from "../tests/engine_node/_engine_node.ts";
+import { enginePid, publishVolume, startEngineNode } from "../tests/engine_node/_engine_node.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -40,12 +46,18 @@ const { values } = parseArgs({
     "size-mib": { type: "string", default: "256" },
     publishes: { type: "string", default: "20" },
     kills: { type: "string", default: "10" },
+    pods: { type: "string", default: "5" },
+    only: { type: "string", default: "throughput,publish,pauses,memory" },
   },
 });
+const PARTS = new Set(values.only.split(","));
 const RUNS = Number(values.runs);
 const SIZE_MIB = Number(values["size-mib"]);
 const PUBLISHES = Number(values.publishes);
 const KILLS = Number(values.kills);
+const PODS = Number(values.pods);
+/** How long a Mountpoint Pod has been idle (after its publish) when it is measured. */
+const IDLE_MS = 5_000;
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
 const median = (xs: number[]) => percentile(xs, 50);
 
@@ -118,6 +130,52 @@ async function publishLatency(): Promise<Record<"protocol 1" | "protocol 2", num
   return out;
 }
 
+/** Resident memory of a process, MiB, and its name (`comm`, at most 15 characters). */
+async function resident(pid: number): Promise<{ mib: number; comm: string }> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kib = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+  return { mib: kib / 1024, comm: /Name:\s+(\S+)/.exec(status)?.[1] ?? "?" };
+}
+
+/** A process and all its descendants (`pgrep -P`, recursively). */
+async function processTree(pid: number): Promise<number[]> {
+  const r = await runToEnd("pgrep", ["-P", String(pid)]);
+  const children = r.stdout.trim().split("\n").filter(Boolean).map(Number);
+  return [pid, ...(await Promise.all(children.map(processTree))).flat()];
+}
+
+interface PodMemory {
+  supervisor: number;
+  engine: number;
+  total: number;
+  processes: number;
+}
+
+/** Part 4: idle resident memory of Mountpoint Pods serving a mount (see the module's doc). */
+async function podMemory(): Promise<PodMemory[]> {
+  const out: PodMemory[] = [];
+  await using h = await startEngineNode();
+  for (let i = 0; i < PODS; i++) {
+    const p = await publishVolume(h, { flags: ["allow-delete"] });
+    const engine = await enginePid(p.mp);
+    await new Promise((r) => setTimeout(r, IDLE_MS));
+    const pid = p.mp.mounter.child.pid;
+    const sup = await resident(pid);
+    if (!sup.comm.startsWith("s3-csi-supervis")) {
+      throw new Error(`the Mountpoint Pod's process ${pid} is ${sup.comm}, not the supervisor`);
+    }
+    const tree = await processTree(pid);
+    const all = await Promise.all(tree.map(resident));
+    out.push({
+      supervisor: sup.mib,
+      engine: (await resident(engine)).mib,
+      total: all.reduce((a, x) => a + x.mib, 0),
+      processes: tree.length,
+    });
+  }
+  return out;
+}
+
 async function pauses(server: Awaited<ReturnType<typeof startVersitygw>>, bucket: string) {
   const s3 = await s3Client(server);
   await s3.send(
@@ -153,49 +211,76 @@ async function main(): Promise<number> {
   const s3 = await s3Client(server);
   await using bucket = await tempBucket(s3);
   s3.destroy();
-  const t = await throughput(server, bucket.name);
-  const pub = await publishLatency();
-  const p = await pauses(server, bucket.name);
+  const t = PARTS.has("throughput") ? await throughput(server, bucket.name) : undefined;
+  const pub = PARTS.has("publish") ? await publishLatency() : undefined;
+  const p = PARTS.has("pauses") ? await pauses(server, bucket.name) : undefined;
+  const mem = PARTS.has("memory") ? await podMemory() : undefined;
+  const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
   const ratio = (a: number, b: number) => `${((a / b - 1) * 100).toFixed(1)} %`;
-  const med = (v: Variant, k: keyof Sample) => median(t[v].map((x) => x[k]));
+  const parts = [
+    t && `mount-s3 alone vs through s3-csi-supervisor with a session, medians of ${RUNS}` +
+      " alternating runs",
+    pub && `publish latency through the node plugin, ${PUBLISHES} each`,
+    p && `the pause after ${KILLS} SIGKILLs of the engine under a workload`,
+    mem && `the idle resident memory of ${PODS} Mountpoint Pods, each ${IDLE_MS / 1000} s after` +
+      " its publish (protocol 2; medians)",
+  ].filter(Boolean);
   out(
-    `Mounts outlive their engine (ADR 0012): what the session costs. mount-s3 alone vs through` +
-      ` s3-csi-supervisor with a session, medians of ${RUNS} alternating runs; publish latency` +
-      ` through the node plugin, ${PUBLISHES} each; the pause after ${KILLS} SIGKILLs of the engine` +
-      ` under a workload.\n`,
+    `Mounts outlive their engine (ADR 0012): what the session costs. ${
+      parts.join("; ").replace(/^./, (c) => c.toUpperCase())
+    }` +
+      ` (load average ${load}).\n`,
   );
   out("| figure | without session | with session | difference | goal |");
   out("| --- | ---: | ---: | ---: | --- |");
-  out(
-    `| write ${SIZE_MIB} MiB (MB/s) | ${med("plain", "write").toFixed(0)} | ${
-      med("session", "write").toFixed(0)
-    } | ${ratio(med("session", "write"), med("plain", "write"))} | ≥ −5 % |`,
-  );
-  out(
-    `| read ${SIZE_MIB} MiB (MB/s) | ${med("plain", "read").toFixed(0)} | ${
-      med("session", "read").toFixed(0)
-    } | ${ratio(med("session", "read"), med("plain", "read"))} | ≥ −5 % |`,
-  );
-  out(
-    `| 1000 files created, listed, stat'ed (s) | ${med("plain", "files").toFixed(2)} | ${
-      med("session", "files").toFixed(2)
-    } | ${ratio(med("session", "files"), med("plain", "files"))} | ≤ +5 % |`,
-  );
-  for (const q of [50, 99]) {
-    const a = percentile(pub["protocol 1"], q);
-    const b = percentile(pub["protocol 2"], q);
+  if (t) {
+    const med = (v: Variant, k: keyof Sample) => median(t[v].map((x) => x[k]));
+    out(
+      `| write ${SIZE_MIB} MiB (MB/s) | ${med("plain", "write").toFixed(0)} | ${
+        med("session", "write").toFixed(0)
+      } | ${ratio(med("session", "write"), med("plain", "write"))} | ≥ −5 % |`,
+    );
+    out(
+      `| read ${SIZE_MIB} MiB (MB/s) | ${med("plain", "read").toFixed(0)} | ${
+        med("session", "read").toFixed(0)
+      } | ${ratio(med("session", "read"), med("plain", "read"))} | ≥ −5 % |`,
+    );
+    out(
+      `| 1000 files created, listed, stat'ed (s) | ${med("plain", "files").toFixed(2)} | ${
+        med("session", "files").toFixed(2)
+      } | ${ratio(med("session", "files"), med("plain", "files"))} | ≤ +5 % |`,
+    );
+  }
+  for (const q of pub ? [50, 99] : []) {
+    const a = percentile(pub!["protocol 1"], q);
+    const b = percentile(pub!["protocol 2"], q);
     out(
       `| publish, new source, p${q} (ms) | ${a.toFixed(0)} | ${b.toFixed(0)} | ${
         ratio(b, a)
       } | ≤ +5 % |`,
     );
   }
-  const valid = p.filter((x) => Number.isFinite(x));
-  out(
-    `| pause after SIGKILL of the engine, p50 / p99 (ms) | — | ${percentile(valid, 50)} / ${
-      percentile(valid, 99)
-    } | | p99 ≤ 2000 |`,
-  );
+  if (p) {
+    const valid = p.filter((x) => Number.isFinite(x));
+    out(
+      `| pause after SIGKILL of the engine, p50 / p99 (ms) | — | ${percentile(valid, 50)} / ${
+        percentile(valid, 99)
+      } | | p99 ≤ 2000 |`,
+    );
+  }
+  if (mem) {
+    const m = (k: keyof PodMemory) => median(mem.map((x) => x[k])).toFixed(1);
+    const range = `${Math.min(...mem.map((x) => x.total)).toFixed(1)}–${
+      Math.max(...mem.map((x) => x.total)).toFixed(1)
+    }`;
+    out(
+      `| Mountpoint Pod idle, serving a mount: supervisor + mount-s3 = all its processes (MiB RSS; min–max) | — | ${
+        m("supervisor")
+      } + ${m("engine")} = ${m("total")} (${range}; ${
+        median(mem.map((x) => x.processes))
+      } processes) | | ≤ 30 MiB |`,
+    );
+  }
   out("");
   return 0;
 }
