@@ -16,6 +16,13 @@
  *
  * One connection pool is reused for every call.
  *
+ * Why undici (about 9 MiB of every process's idle memory) and not Deno's own `fetch`: undici runs
+ * on Deno's Node.js TLS, which, given the kubeconfig's CA, trusts that CA only — as client-go
+ * does. A `Deno.HttpClient`'s `caCerts` are trusted in addition to the process's default roots
+ * (Mozilla's, and `DENO_CERT`, which the node plugin gets for the S3 CA bundle), so the API server
+ * would be trusted on certificates client-go refuses; it also cannot skip verification, verify
+ * `tls-server-name`, or ignore the proxy variables (docs/benchmarks.md, "experiments").
+ *
  * @module
  */
 import { readFile } from "node:fs/promises";
