@@ -226,9 +226,7 @@ async function main(): Promise<number> {
       " its publish (protocol 2; medians)",
   ].filter(Boolean);
   out(
-    `Mounts outlive their engine (ADR 0012): what the session costs. ${
-      parts.join("; ").replace(/^./, (c) => c.toUpperCase())
-    }` +
+    `Mounts outlive their engine (ADR 0012): what the session costs: ${parts.join("; ")}` +
       ` (load average ${load}).\n`,
   );
   out("| figure | without session | with session | difference | goal |");
