@@ -1,0 +1,206 @@
+/**
+ * How the REST client sends HTTP to one API server: Deno's `node:http`/`node:https` with a pool of
+ * kept-alive HTTP/1.1 connections (HTTP/2 never: ADR 0008).
+ *
+ * TLS is Deno's Node.js TLS, as undici's was before: given the kubeconfig's CA it trusts that CA
+ * only (neither the default roots nor `DENO_CERT`), as client-go does; `insecure-skip-tls-verify`
+ * and `tls-server-name` work as in client-go; proxy variables are ignored (client-go honours them;
+ * the driver never did: its API traffic stays in the cluster). Why not undici: it parses HTTP and
+ * wraps every response in JavaScript, which cost the controller 10 MB at 2,000 pods and every
+ * process 7 MiB idle; why not Deno's `fetch`: its `caCerts` add to the default roots
+ * (docs/benchmarks.md, "experiments"). `tests/kube_contract/http_transport_test.ts` checks all of
+ * this against local servers.
+ *
+ * @module
+ */
+import http from "node:http";
+import https from "node:https";
+
+/** What the transport needs to reach one API server. */
+export interface TransportOptions {
+  /** Base URL of the server (`https://…` or `http://…`; the TLS settings apply to https only). */
+  readonly server: string;
+  /** PEM CA bundle trusted for the server, and nothing else. */
+  readonly ca?: string | undefined;
+  /** PEM client certificate and key presented to the server. */
+  readonly cert?: string | undefined;
+  readonly key?: string | undefined;
+  /** Do not verify the server's certificate (kubeconfig `insecure-skip-tls-verify`). */
+  readonly insecureSkipTLSVerify?: boolean | undefined;
+  /** Name verified in the server's certificate (kubeconfig `tls-server-name`). */
+  readonly tlsServerName?: string | undefined;
+}
+
+/** One request. `body` is sent as given (the caller sets `content-type`). */
+export interface TransportRequest {
+  readonly method: string;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body?: string | undefined;
+  /** Aborts the request, and the reading of its body. */
+  readonly signal: AbortSignal;
+}
+
+/** The parts of a fetch `Response` the REST client reads. */
+export interface TransportResponse {
+  readonly status: number;
+  readonly ok: boolean;
+  readonly headers: { get(name: string): string | null };
+  readonly body: ReadableStream<Uint8Array>;
+}
+
+/** Connections per server (undici's `connections` before). */
+const MAX_SOCKETS = 32;
+
+/**
+ * Error codes of failures before any response that may be retried on a fresh connection: refused,
+ * reset or closed (a kept-alive connection the server dropped: "socket hang up" is ECONNRESET), a
+ * broken pipe, a connect timeout. TLS failures have other codes and are not retried.
+ */
+const CONNECTION_FAILURE = /^(ECONNRESET|ECONNREFUSED|EPIPE|ETIMEDOUT|ECONNABORTED)$/;
+
+/** An error when a response ends before its last byte. */
+class TruncatedBodyError extends Error {
+  override readonly name = "TruncatedBodyError";
+}
+
+/** The response body of `res` as a web stream (paused while nobody reads). */
+function webBody(res: http.IncomingMessage): ReadableStream<Uint8Array> {
+  let settled = false;
+  return new ReadableStream<Uint8Array>({
+    start(c) {
+      res.on("data", (chunk: Uint8Array) => {
+        if (settled) return;
+        c.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        if ((c.desiredSize ?? 1) <= 0) res.pause();
+      });
+      res.once("end", () => {
+        if (settled) return;
+        settled = true;
+        c.close();
+      });
+      const fail = (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        c.error(err);
+      };
+      res.once("error", fail);
+      // A connection closed before the body's end (the server died, the request was aborted).
+      res.once("close", () => {
+        if (!res.complete) fail(new TruncatedBodyError("the response ended before its body did"));
+      });
+    },
+    pull() {
+      res.resume();
+    },
+    cancel() {
+      settled = true;
+      res.destroy();
+    },
+  }, { highWaterMark: 4 });
+}
+
+/** Sends HTTP/1.1 requests to one API server over a pool of kept-alive connections. */
+export class HttpTransport {
+  readonly #options: TransportOptions;
+  readonly #https: boolean;
+  #agent: http.Agent;
+  /** The TLS settings of the current pool's connections (node:https reads them per request). */
+  #tlsOptions: https.AgentOptions;
+
+  /** Create the connection pool for `options.server`. */
+  constructor(options: TransportOptions) {
+    this.#options = options;
+    this.#https = new URL(options.server).protocol === "https:";
+    this.#tlsOptions = this.#tls(options.cert, options.key);
+    this.#agent = this.#create(this.#tlsOptions);
+  }
+
+  /** The TLS settings of connections presenting `cert` (none over plain http). */
+  #tls(cert: string | undefined, key: string | undefined): https.AgentOptions {
+    if (!this.#https) return {};
+    const o = this.#options;
+    return {
+      ...(o.ca ? { ca: o.ca } : {}),
+      ...(cert ? { cert, key } : {}),
+      ...(o.tlsServerName ? { servername: o.tlsServerName } : {}),
+      rejectUnauthorized: !o.insecureSkipTLSVerify,
+    };
+  }
+
+  #create(tls: https.AgentOptions): http.Agent {
+    const pool = { keepAlive: true, maxSockets: MAX_SOCKETS };
+    return this.#https ? new https.Agent({ ...pool, ...tls }) : new http.Agent(pool);
+  }
+
+  /** Send one request; resolves once the response headers are in. */
+  send(url: URL, request: TransportRequest): Promise<TransportResponse> {
+    request.signal.throwIfAborted();
+    const agent = this.#agent;
+    const tls = this.#tlsOptions;
+    const headers: Record<string, string> = { ...request.headers };
+    if (request.body !== undefined) {
+      headers["content-length"] = String(new TextEncoder().encode(request.body).byteLength);
+    }
+    return new Promise((resolve, reject) => {
+      const options: https.RequestOptions = {
+        method: request.method,
+        headers,
+        agent,
+        signal: request.signal,
+        // The pool's TLS settings, repeated: node:https reads them from the request too.
+        ...tls,
+      };
+      const req = (this.#https ? https : http).request(url, options, (res) => {
+        const status = res.statusCode ?? 0;
+        resolve({
+          status,
+          ok: status >= 200 && status < 300,
+          headers: {
+            get(name: string): string | null {
+              const v = res.headers[name.toLowerCase()];
+              return v === undefined ? null : Array.isArray(v) ? v.join(", ") : String(v);
+            },
+          },
+          body: webBody(res),
+        });
+      });
+      req.once("error", reject);
+      req.end(request.body);
+    });
+  }
+
+  /**
+   * Present `cert` and `key` on new connections from now on (exec credential plugins may issue a
+   * new certificate); requests already sent finish on their connection.
+   */
+  useClientCertificate(cert: string, key: string | undefined): void {
+    const old = this.#agent;
+    this.#tlsOptions = this.#tls(cert, key);
+    this.#agent = this.#create(this.#tlsOptions);
+    this.#retire(old);
+  }
+
+  /** Close `agent`'s idle connections now and its busy ones when their response ends. */
+  #retire(agent: http.Agent): void {
+    (agent as { keepAlive?: boolean }).keepAlive = false;
+    for (const sockets of Object.values(agent.freeSockets)) {
+      for (const socket of sockets ?? []) socket.destroy();
+    }
+  }
+
+  /**
+   * True when `err`, thrown by {@link send}, is a network failure before any response (refused,
+   * reset, a kept-alive connection the server closed): the request may be sent again on a fresh
+   * connection. TLS and DNS failures are not.
+   */
+  isConnectionError(err: unknown): boolean {
+    const code = (err as { code?: unknown } | null)?.code;
+    return typeof code === "string" && CONNECTION_FAILURE.test(code);
+  }
+
+  /** Close the connections; the transport is not used afterwards. */
+  close(): Promise<void> {
+    this.#agent.destroy();
+    return Promise.resolve();
+  }
+}
