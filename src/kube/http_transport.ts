@@ -83,7 +83,7 @@ function webBody(res: http.IncomingMessage): ReadableStream<Uint8Array> {
         settled = true;
         c.error(err);
       };
-      res.once("error", fail);
+      res.on("error", fail);
       // A connection closed before the body's end (the server died, the request was aborted).
       res.once("close", () => {
         if (!res.complete) fail(new TruncatedBodyError("the response ended before its body did"));
@@ -164,7 +164,8 @@ export class HttpTransport {
           body: webBody(res),
         });
       });
-      req.once("error", reject);
+      // Every error is handled (a rejection after the response is a no-op): none may go uncaught.
+      req.on("error", reject);
       req.end(request.body);
     });
   }
