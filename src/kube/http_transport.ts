@@ -29,6 +29,8 @@ export interface TransportOptions {
   readonly insecureSkipTLSVerify?: boolean | undefined;
   /** Name verified in the server's certificate (kubeconfig `tls-server-name`). */
   readonly tlsServerName?: string | undefined;
+  /** How long a connection may stay idle in the pool. @default {@link IDLE_TIMEOUT_MS} */
+  readonly idleTimeoutMs?: number;
 }
 
 /** One request. `body` is sent as given (the caller sets `content-type`). */
@@ -50,6 +52,13 @@ export interface TransportResponse {
 
 /** Connections per server (undici's `connections` before). */
 const MAX_SOCKETS = 32;
+
+/**
+ * How long a kept-alive connection may stay idle before the pool closes it (undici's
+ * `keepAliveTimeout` before): one that a NAT or firewall dropped silently would otherwise make the
+ * next request wait for its deadline.
+ */
+export const IDLE_TIMEOUT_MS = 30_000;
 
 /**
  * Error codes of failures before any response that may be retried on a fresh connection: refused,
@@ -106,6 +115,10 @@ export class HttpTransport {
   #agent: http.Agent;
   /** The TLS settings of the current pool's connections (node:https reads them per request). */
   #tlsOptions: https.AgentOptions;
+  readonly #idleMs: number;
+  /** When each pooled connection last became idle. */
+  readonly #idleSince = new WeakMap<object, number>();
+  readonly #sweeper: ReturnType<typeof setInterval>;
 
   /** Create the connection pool for `options.server`. */
   constructor(options: TransportOptions) {
@@ -113,6 +126,22 @@ export class HttpTransport {
     this.#https = new URL(options.server).protocol === "https:";
     this.#tlsOptions = this.#tls(options.cert, options.key);
     this.#agent = this.#create(this.#tlsOptions);
+    this.#idleMs = options.idleTimeoutMs ?? IDLE_TIMEOUT_MS;
+    this.#sweeper = setInterval(() => this.#closeIdle(), Math.max(10, this.#idleMs / 2));
+    // Never what keeps a process alive (a Deno timer id, or a Node.js Timeout under node types).
+    const t: unknown = this.#sweeper;
+    if (typeof t === "number") Deno.unrefTimer(t);
+    else (t as { unref?: () => void }).unref?.();
+  }
+
+  /** Close the pooled connections idle for {@link IDLE_TIMEOUT_MS} or longer. */
+  #closeIdle(): void {
+    const now = Date.now();
+    for (const sockets of Object.values(this.#agent.freeSockets)) {
+      for (const socket of sockets ?? []) {
+        if (now - (this.#idleSince.get(socket) ?? now) >= this.#idleMs) socket.destroy();
+      }
+    }
   }
 
   /** The TLS settings of connections presenting `cert` (none over plain http). */
@@ -129,7 +158,9 @@ export class HttpTransport {
 
   #create(tls: https.AgentOptions): http.Agent {
     const pool = { keepAlive: true, maxSockets: MAX_SOCKETS };
-    return this.#https ? new https.Agent({ ...pool, ...tls }) : new http.Agent(pool);
+    const agent = this.#https ? new https.Agent({ ...pool, ...tls }) : new http.Agent(pool);
+    agent.on("free", (socket: object) => this.#idleSince.set(socket, Date.now()));
+    return agent;
   }
 
   /** Send one request; resolves once the response headers are in. */
@@ -201,6 +232,7 @@ export class HttpTransport {
 
   /** Close the connections; the transport is not used afterwards. */
   close(): Promise<void> {
+    clearInterval(this.#sweeper);
     this.#agent.destroy();
     return Promise.resolve();
   }

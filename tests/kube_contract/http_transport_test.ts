@@ -435,3 +435,69 @@ Deno.test(
     }
   },
 );
+
+Deno.test(
+  name("keeps a connection for the next request, closes it once idle too long"),
+  async () => {
+    // A raw HTTP/1.1 server that answers every request on its connection and counts connections.
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    let accepted = 0;
+    let closed = 0;
+    const conns = new Set<Deno.Conn>();
+    (async () => {
+      for await (const conn of listener) {
+        accepted++;
+        conns.add(conn);
+        (async () => {
+          const buf = new Uint8Array(65536);
+          let text = "";
+          try {
+            for (;;) {
+              const n = await conn.read(buf);
+              if (n === null) break;
+              text += new TextDecoder().decode(buf.subarray(0, n));
+              while (text.includes("\r\n\r\n")) {
+                text = text.slice(text.indexOf("\r\n\r\n") + 4);
+                await conn.write(
+                  new TextEncoder().encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
+                );
+              }
+            }
+          } catch { /* reset */ }
+          closed++;
+          conns.delete(conn);
+          try {
+            conn.close();
+          } catch { /* gone */ }
+        })();
+      }
+    })().catch(() => {});
+    const url = `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`;
+    const t = make({ server: url, idleTimeoutMs: 200 });
+    const get = async () => {
+      const res = await t.send(new URL(`${url}/`), {
+        method: "GET",
+        headers: {},
+        signal: signal(),
+      });
+      assert.equal(await text(res.body), "ok");
+    };
+    try {
+      await get();
+      await get();
+      assert.equal(accepted, 1, "the second request reuses the kept-alive connection");
+      await new Promise((r) => setTimeout(r, 700));
+      assert.equal(closed, 1, "the idle connection was closed by the pool");
+      await get();
+      assert.equal(accepted, 2, "a request after that opens a new one");
+    } finally {
+      await t.close();
+      listener.close();
+      for (const c of conns) {
+        try {
+          c.close();
+        } catch { /* gone */ }
+      }
+    }
+  },
+);
