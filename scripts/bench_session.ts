@@ -167,8 +167,28 @@ async function throughput(
   return samples;
 }
 
-async function publishLatency(): Promise<Record<"protocol 1" | "protocol 2", number[]>> {
-  const out: Record<"protocol 1" | "protocol 2", number[]> = { "protocol 1": [], "protocol 2": [] };
+type Protocol = "protocol 1" | "protocol 2";
+
+/** The node plugin's phases of one publish (its "Mounted bucket" log line), ms. */
+interface Phases {
+  prepare: number;
+  send: number;
+  ready: number;
+}
+
+function phasesOf(log: string, mp: string): Phases | undefined {
+  const re = new RegExp(
+    `Mountpoint Pod \\S*${mp}"? \\(check\\+prepare (\\d+) ms, mount\\+send (\\d+) ms, engine ready (\\d+) ms\\)`,
+  );
+  const m = re.exec(log);
+  return m ? { prepare: Number(m[1]), send: Number(m[2]), ready: Number(m[3]) } : undefined;
+}
+
+async function publishLatency(): Promise<
+  { ms: Record<Protocol, number[]>; phases: Record<Protocol, Phases[]> }
+> {
+  const out: Record<Protocol, number[]> = { "protocol 1": [], "protocol 2": [] };
+  const phases: Record<Protocol, Phases[]> = { "protocol 1": [], "protocol 2": [] };
   await using h = await startEngineNode();
   for (let i = 0; i < PUBLISHES; i++) {
     const order = i % 2
@@ -180,9 +200,11 @@ async function publishLatency(): Promise<Record<"protocol 1" | "protocol 2", num
         pod: { protocols: p === "protocol 1" ? "1-1" : undefined },
       });
       out[p].push(published.publishMs);
+      const ph = phasesOf(h.node.stderr(), published.mp.name);
+      if (ph) phases[p].push(ph);
     }
   }
-  return out;
+  return { ms: out, phases };
 }
 
 /** Resident memory of a process, MiB, and its name (`comm`, at most 15 characters). */
@@ -321,13 +343,27 @@ async function main(): Promise<number> {
   }
   if (pub) {
     for (const q of [50, 99]) {
-      const a = percentile(pub["protocol 1"], q);
-      const b = percentile(pub["protocol 2"], q);
+      const a = percentile(pub.ms["protocol 1"], q);
+      const b = percentile(pub.ms["protocol 2"], q);
       const cells = variants.map((v) =>
         v === "plain" ? a.toFixed(0) : v === "session" ? b.toFixed(0) : "—"
       );
       out(`| publish, new source, p${q}, ms | ${cells.join(" | ")} | ${ratio(b, a)} | ≤ +5 % |`);
     }
+    const phase = (p: Protocol) => {
+      const xs = pub.phases[p];
+      if (!xs.length) return "?";
+      const k = (f: keyof Phases) => median(xs.map((x) => x[f])).toFixed(0);
+      return `${k("prepare")} / ${k("send")} / ${k("ready")}`;
+    };
+    const cells = variants.map((v) =>
+      v === "plain" ? phase("protocol 1") : v === "session" ? phase("protocol 2") : "—"
+    );
+    out(
+      `| of which (p50, the node plugin's log): check+prepare / mount+send / engine ready, ms | ${
+        cells.join(" | ")
+      } | | |`,
+    );
   }
   if (p) {
     const valid = p.filter((x) => Number.isFinite(x));
