@@ -135,7 +135,14 @@ function childrenOf(pid: number): number[] {
 export async function supervise(
   server: Server,
   bucket: string,
-  options: { maxRestarts?: number; windowMs?: number; session?: boolean; args?: string[] } = {},
+  options: {
+    maxRestarts?: number;
+    windowMs?: number;
+    session?: boolean;
+    args?: string[];
+    /** Another mount-s3 binary (benchmarks); its s3-csi-supervisor is the one beside ours. */
+    bin?: string;
+  } = {},
 ): Promise<Supervised> {
   const dir = await Deno.makeTempDir({ prefix: "s3csi-session-mnt-" });
   const state = await Deno.makeTempDir({ prefix: "s3csi-session-" });
@@ -148,7 +155,7 @@ export async function supervise(
     clearCloexec(fd);
     const id = "0123456789abcdef0123456789abcdef";
     const engine = [
-      engineBin().bin!,
+      options.bin ?? engineBin().bin!,
       bucket,
       `/dev/fd/${fd}`,
       "--foreground",

@@ -53,6 +53,8 @@ export interface Published {
   readonly mp: MpPod;
   /** The request that published it (to publish again). */
   readonly request: NodePublishVolumeRequest;
+  /** How long the NodePublishVolume call took (ms), without creating the Mountpoint Pod. */
+  readonly publishMs: number;
 }
 
 /** What to publish. */
@@ -100,8 +102,10 @@ export async function publishVolume(h: Harness, o: PublishOptions = {}): Promise
     },
     ...(o.readonly ? { readonly: true } : {}),
   };
+  const t0 = performance.now();
   await h.csi.node.nodePublishVolume(request);
-  return { pv, volumeId, podUID, target, mp, request };
+  const publishMs = performance.now() - t0;
+  return { pv, volumeId, podUID, target, mp, request, publishMs };
 }
 
 /** The pid of the mount-s3 process a Mountpoint Pod's mounter runs. */

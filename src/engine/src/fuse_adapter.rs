@@ -26,7 +26,8 @@
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures::executor::block_on;
@@ -75,16 +76,16 @@ fn decode(fh: u64) -> (u16, HandleKind, u64) {
 }
 
 /// Lets the engine stop serving at a request boundary (planned handover).
+///
+/// Every request passes it, so passing takes two atomic operations and no lock; the lock and the
+/// condition variable are only for [Gate::drain] (a request that ends while a drain waits takes
+/// the lock to wake it).
 #[derive(Debug, Default)]
 pub struct Gate {
-    state: Mutex<GateState>,
+    running: AtomicUsize,
+    draining: AtomicBool,
+    lock: Mutex<()>,
     idle: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct GateState {
-    draining: bool,
-    running: usize,
 }
 
 /// A request being served; dropping it ends it.
@@ -92,38 +93,44 @@ struct Pass<'a>(&'a Gate);
 
 impl Drop for Pass<'_> {
     fn drop(&mut self) {
-        let mut s = self.0.state.lock().expect("gate lock");
-        s.running -= 1;
-        if s.running == 0 {
-            self.0.idle.notify_all();
-        }
+        self.0.leave();
     }
 }
 
 impl Gate {
     fn enter(&self) -> Option<Pass<'_>> {
-        let mut s = self.state.lock().expect("gate lock");
-        if s.draining {
+        // Counted first, then checked (both SeqCst): a drain that set `draining` after this count
+        // sees it, and one set before is seen here (the request then leaves at once).
+        self.running.fetch_add(1, Ordering::SeqCst);
+        if self.draining.load(Ordering::SeqCst) {
+            self.leave();
             return None;
         }
-        s.running += 1;
         Some(Pass(self))
+    }
+
+    fn leave(&self) {
+        if self.running.fetch_sub(1, Ordering::SeqCst) == 1 && self.draining.load(Ordering::SeqCst) {
+            // Under the lock: a drain between its check and its wait holds it, so this wakes it.
+            let _g = self.lock.lock().expect("gate lock");
+            self.idle.notify_all();
+        }
     }
 
     /// Stop taking requests and wait, at most `timeout`, for the running ones to end. Returns how
     /// many still run.
     pub fn drain(&self, timeout: Duration) -> usize {
         let deadline = Instant::now() + timeout;
-        let mut s = self.state.lock().expect("gate lock");
-        s.draining = true;
-        while s.running > 0 {
+        self.draining.store(true, Ordering::SeqCst);
+        let mut g = self.lock.lock().expect("gate lock");
+        loop {
+            let running = self.running.load(Ordering::SeqCst);
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
+            if running == 0 || left.is_zero() {
+                return running;
             }
-            s = self.idle.wait_timeout(s, left).expect("gate lock").0;
+            g = self.idle.wait_timeout(g, left).expect("gate lock").0;
         }
-        s.running
     }
 }
 
@@ -169,7 +176,9 @@ where
     Client: ObjectClient + Clone + Send + Sync + 'static,
 {
     fs: S3Filesystem<Client>,
-    state: Mutex<State>,
+    /// Read-locked by the lookups of every request (READ, WRITE, GETATTR …: a known number and
+    /// this engine's handle), write-locked only to change it (entry replies, FORGET, re-opens).
+    state: RwLock<State>,
     generation: u16,
     gate: Arc<Gate>,
 }
@@ -198,7 +207,7 @@ where
         let generation = table.generation();
         Self {
             fs,
-            state: Mutex::new(State {
+            state: RwLock::new(State {
                 table,
                 k2i: HashMap::from([(ROOT, ROOT)]),
                 i2k: HashMap::from([(ROOT, ROOT)]),
@@ -210,15 +219,19 @@ where
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().expect("adapter state lock")
+    fn lock(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().expect("adapter state lock")
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().expect("adapter state lock")
     }
 
     /// The library inode of kernel number `k`: known, or looked up by name under its resolved
     /// parent (a number of an earlier engine). ESTALE when its name is gone or names another kind.
     fn resolve(&self, k: u64) -> Result<u64, libc::c_int> {
         let entry = {
-            let s = self.lock();
+            let s = self.read();
             if let Some(i) = s.k2i.get(&k) {
                 return Ok(*i);
             }
@@ -313,7 +326,7 @@ where
         if generation == self.generation {
             return Ok(inner);
         }
-        if let Some(h) = self.lock().reopened.get(&fh) {
+        if let Some(h) = self.read().reopened.get(&fh) {
             return Ok(*h);
         }
         self.stale_writer(k, fh)?;
@@ -359,8 +372,7 @@ where
         if kind == HandleKind::Write {
             return Err(libc::EIO);
         }
-        let mut s = self.lock();
-        Ok(if take { s.reopened.remove(&fh) } else { s.reopened.get(&fh).copied() })
+        Ok(if take { self.lock().reopened.remove(&fh) } else { self.read().reopened.get(&fh).copied() })
     }
 
     /// Skip a re-opened directory stream to `offset` (the entries before it were already
@@ -394,7 +406,7 @@ where
 
     fn dir_stream(&self, k: u64, fh: u64, offset: i64) -> Result<(u64, u64), libc::c_int> {
         let i = self.resolve(k)?;
-        let fresh = decode(fh).0 != self.generation && !self.lock().reopened.contains_key(&fh);
+        let fresh = decode(fh).0 != self.generation && !self.read().reopened.contains_key(&fh);
         let inner = self.handle(k, i, fh, 0)?;
         if fresh && offset > 0 {
             self.skip_to(i, inner, offset)?;
@@ -404,7 +416,7 @@ where
 
     /// The kernel number of a directory's parent (for "..").
     fn parent_of(&self, k: u64) -> u64 {
-        self.lock().table.get(k).map_or(ROOT, |e| e.parent)
+        self.read().table.get(k).map_or(ROOT, |e| e.parent)
     }
 }
 
@@ -787,7 +799,7 @@ mod tests {
         let pass = gate.enter().expect("open");
         let g = gate.clone();
         let t = std::thread::spawn(move || g.drain(Duration::from_secs(5)));
-        while !gate.state.lock().unwrap().draining {
+        while !gate.draining.load(Ordering::SeqCst) {
             std::thread::yield_now();
         }
         assert!(gate.enter().is_none(), "no new request once draining");
@@ -796,5 +808,35 @@ mod tests {
         let stuck = Gate::default();
         let _pass = stuck.enter().unwrap();
         assert_eq!(stuck.drain(Duration::from_millis(50)), 1, "bounded");
+    }
+
+    #[test]
+    fn a_drain_under_load_waits_for_every_admitted_request() {
+        // Threads pass the gate in a loop, each marking its requests as running; the drain must
+        // return only once none runs, and nothing is admitted afterwards.
+        let gate = Arc::new(Gate::default());
+        let inside = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (gate, inside) = (gate.clone(), inside.clone());
+                std::thread::spawn(move || {
+                    let mut admitted = 0u64;
+                    while let Some(pass) = gate.enter() {
+                        inside.fetch_add(1, Ordering::SeqCst);
+                        std::hint::spin_loop();
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        drop(pass);
+                        admitted += 1;
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(gate.drain(Duration::from_secs(5)), 0);
+        assert_eq!(inside.load(Ordering::SeqCst), 0, "no request runs once drained");
+        assert!(gate.enter().is_none());
+        let admitted: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert!(admitted > 0);
     }
 }

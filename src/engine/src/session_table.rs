@@ -39,6 +39,10 @@ const MAX_NAME: usize = 4096;
 const COMPACT_MIN_BYTES: u64 = 4 << 20;
 /// ... and this many times the size of a fresh snapshot.
 const COMPACT_FACTOR: u64 = 4;
+/// After a check that found the log not yet worth compacting, the next check waits until it has
+/// grown by this fraction (1/N): a check walks every entry, so checking at every FORGET of a large
+/// table would cost O(entries) per FORGET, under the adapter's lock.
+const COMPACT_RECHECK_DIVISOR: u64 = 8;
 
 const REC_NEW: u8 = 1;
 const REC_LOOKUP: u8 = 2;
@@ -120,6 +124,9 @@ pub struct Table {
     next: u64,
     generation: u16,
     log: Option<Log>,
+    /// How often [Table::maybe_compact] walked the entries (tests).
+    #[cfg(test)]
+    compaction_checks: u32,
 }
 
 #[derive(Debug)]
@@ -128,6 +135,8 @@ struct Log {
     id: String,
     file: File,
     bytes: u64,
+    /// Size the log must reach before [Table::maybe_compact] looks at the entries again.
+    next_check: u64,
 }
 
 impl Table {
@@ -139,6 +148,8 @@ impl Table {
             next: ROOT + 1,
             generation: 1,
             log: None,
+            #[cfg(test)]
+            compaction_checks: 0,
         }
     }
 
@@ -186,6 +197,7 @@ impl Table {
             id: id.to_string(),
             file,
             bytes: good as u64,
+            next_check: COMPACT_MIN_BYTES,
         };
         log.append(&rec_generation(t.generation))?;
         t.log = Some(log);
@@ -338,12 +350,25 @@ impl Table {
     }
 
     /// Rewrite the log when it has grown far beyond what is live (entries the kernel no longer
-    /// counts are left out).
+    /// counts are left out). Cheap when called often: it looks at the entries only when the log
+    /// reached [COMPACT_MIN_BYTES], and again only after it grew by 1/[COMPACT_RECHECK_DIVISOR].
     pub fn maybe_compact(&mut self) {
         let Some(log) = &self.log else { return };
-        if log.bytes < COMPACT_MIN_BYTES || log.bytes < self.snapshot_size().saturating_mul(COMPACT_FACTOR) {
+        if log.bytes < log.next_check.max(COMPACT_MIN_BYTES) {
             return;
         }
+        let bytes = log.bytes;
+        #[cfg(test)]
+        {
+            self.compaction_checks += 1;
+        }
+        if bytes < self.snapshot_size().saturating_mul(COMPACT_FACTOR) {
+            if let Some(log) = &mut self.log {
+                log.next_check = bytes + bytes / COMPACT_RECHECK_DIVISOR;
+            }
+            return;
+        }
+        let Some(log) = &self.log else { return };
         let (dir, id) = (log.dir.clone(), log.id.clone());
         self.entries.retain(|_, e| e.count > 0);
         let entries = &self.entries;
@@ -478,6 +503,7 @@ impl Log {
             id: id.to_string(),
             file,
             bytes: out.len() as u64,
+            next_check: COMPACT_MIN_BYTES,
         })
     }
 
@@ -691,6 +717,35 @@ mod tests {
         let c = t.entry_reply(ROOT, name("a"), Kind::Directory, true, |_| false);
         assert_ne!(b, c);
         assert!(!t.persistent());
+    }
+
+    #[test]
+    fn a_large_live_table_is_not_walked_at_every_forget() {
+        let d = dir();
+        let mut t = Table::create(d.path(), "s").unwrap();
+        // Live entries only: the log is about the size of a snapshot, not worth compacting.
+        let long = "y".repeat(200);
+        let mut ks = Vec::new();
+        while t.log.as_ref().unwrap().bytes < COMPACT_MIN_BYTES + 1 {
+            ks.push(t.entry_reply(ROOT, OsStr::new(&format!("{long}{}", ks.len())), Kind::File, true, |_| true));
+        }
+        t.maybe_compact();
+        assert_eq!(t.compaction_checks, 1, "checked once the log is big enough");
+        let bytes = t.log.as_ref().unwrap().bytes;
+        // A thousand FORGETs (each followed by a check, as the adapter does) walk the table no more.
+        for k in ks.iter().take(1000) {
+            assert!(t.forget(*k, 1));
+            t.maybe_compact();
+        }
+        assert_eq!(t.compaction_checks, 1, "no walk before the log grew by 1/{COMPACT_RECHECK_DIVISOR}");
+        // Once it has grown by that much, the next call looks again.
+        while t.log.as_ref().unwrap().bytes < bytes + bytes / COMPACT_RECHECK_DIVISOR {
+            let k = t.entry_reply(ROOT, name("again"), Kind::File, true, |_| true);
+            t.forget(k, 1);
+        }
+        t.maybe_compact();
+        assert_eq!(t.compaction_checks, 2);
+        assert!(t.log.as_ref().unwrap().bytes > bytes, "not compacted: still mostly live");
     }
 
     #[test]
