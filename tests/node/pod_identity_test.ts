@@ -9,7 +9,7 @@
  * (`RGW_STS=1`, `rgw verify ssl = true`; its own state dir), the node plugin, the mounter and
  * `mount-s3`, FUSE. The apiserver's JWKS has no `x5c`, which RGW 16 requires: its discovery
  * document points (`--service-account-jwks-uri`) at `x5c_jwks.ts`, the same keys with a
- * certificate (`docs/notes/rgw16_pod_identity.md`). S3PAs are written as the controller writes
+ * certificate (`tests/testbed/services/s3/README.md`). S3PAs are written as the controller writes
  * them (the role of the ServiceAccount); the API emulator holds them, as in every node test.
  *
  * Proven: two ServiceAccounts, two roles, each mounts and reads only its own bucket; a token of
