@@ -37,7 +37,7 @@ import {
   tempBucket,
   testBytes,
   versitygwReason,
-} from "../tests/engine/_engine.ts";
+} from "../tests/testbed/harness/engine.ts";
 import { freePort, runToEnd, spawn } from "../tests/_helpers.ts";
 import { findMount, readMountInfo } from "../src/sys/mountinfo.ts";
 import { readProcStat } from "./proc_stat.ts";

@@ -33,7 +33,7 @@ import {
   skipReason,
   startHarness,
   startMounter,
-} from "../tests/node/_harness.ts";
+} from "../tests/testbed/harness/node_harness.ts";
 import { runToEnd } from "../tests/_helpers.ts";
 import { readProcStat } from "./proc_stat.ts";
 import { upstreamBin } from "./bench_engine.ts";

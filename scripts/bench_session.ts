@@ -34,10 +34,10 @@ import {
   tempBucket,
   testBytes,
   versitygwReason,
-} from "../tests/engine/_engine.ts";
-import { pauseAfter, startWorkload, supervise } from "../tests/engine/_session.ts";
+} from "../tests/testbed/harness/engine.ts";
+import { pauseAfter, startWorkload, supervise } from "../tests/testbed/harness/engine_session.ts";
 import { percentile, runToEnd } from "../tests/_helpers.ts";
-import { enginePid, publishVolume, startEngineNode } from "../tests/engine_node/_engine_node.ts";
+import { enginePid, publishVolume, startEngineNode } from "../tests/testbed/harness/engine_node.ts";
 
 const { values } = parseArgs({
   args: Deno.args,

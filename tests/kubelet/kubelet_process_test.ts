@@ -10,7 +10,7 @@ import { hostCommDir } from "../../src/mppod/paths.ts";
 import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../../src/mppod/labels.ts";
 import { exists, ROOT, tempDir, testOrSkip, waitFor } from "../_helpers.ts";
 import { mounterMapping } from "../testbed/kubelet/mounter_image.ts";
-import { startHarness } from "./_harness.ts";
+import { startHarness } from "../testbed/harness/kubelet_harness.ts";
 
 const ROOT_SKIP = Deno.uid() === 0 ? undefined : "needs root (mounts, pods under other uids)";
 
