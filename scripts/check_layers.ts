@@ -282,17 +282,7 @@ function pathIn(
  * Known violations, `file → specifier`, being removed (issue 26). An entry that no longer matches
  * a violation fails the check: remove it.
  */
-export const ALLOWED: ReadonlySet<string> = new Set([
-  "scripts/bench_controller.ts → ../tests/testbed/control_plane/prebound_volume.ts",
-  "scripts/bench_engine.ts → ../tests/_helpers.ts",
-  "scripts/bench_engine.ts → ../tests/testbed/harness/engine.ts",
-  "scripts/bench_node.ts → ../tests/_helpers.ts",
-  "scripts/bench_node.ts → ../tests/testbed/harness/node_harness.ts",
-  "scripts/bench_session.ts → ../tests/_helpers.ts",
-  "scripts/bench_session.ts → ../tests/testbed/harness/engine.ts",
-  "scripts/bench_session.ts → ../tests/testbed/harness/engine_session.ts",
-  "scripts/bench_session.ts → ../tests/testbed/harness/engine_node.ts",
-]);
+export const ALLOWED: ReadonlySet<string> = new Set([]);
 
 async function readModules(root: string): Promise<Map<string, string>> {
   const modules = new Map<string, string>();

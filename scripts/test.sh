@@ -218,7 +218,7 @@ step lint deno lint
 step layers deno task layers
 step check deno task check
 # Unit tests get no permissions, except two env vars the yaml package reads when parsing.
-step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/ tests/testbed/ scripts/
+step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/ tests/testbed/ tests/bench/ scripts/
 step gen deno task gen:check
 
 if [ "${SKIP_RGW:-}" = "1" ]; then
@@ -243,7 +243,9 @@ first=() go=() rest=() last=()
 # shellcheck disable=SC2086
 for tier in ${TEST_PATHS:-tests/*/}; do
   name=$(basename "$tier")
-  [ "$name" = testbed ] && continue # its unit tests ran with the unit step
+  # testbed: shared code, not a tier; bench: the benchmarks (deno task bench). Their unit tests
+  # ran with the unit step.
+  [ "$name" = testbed ] || [ "$name" = bench ] && continue
   [ -n "$(find "$tier" -name '*_test.ts' -print -quit)" ] || continue
   case "$name" in
   cli | csi | kubelet | mounter | node | provisioning | sys) first+=("$tier") ;;

@@ -19,7 +19,7 @@
  *
  * Prints a Markdown section (`## session`) for `deno task bench`.
  *
- * Usage: `deno run -A scripts/bench_session.ts [--runs=5] [--size-mib=256] [--publishes=20]
+ * Usage: `deno run -A tests/bench/bench_session.ts [--runs=5] [--size-mib=256] [--publishes=20]
  * [--kills=10] [--pods=5] [--only throughput,publish,pauses,memory]`
  *
  * @module
@@ -34,10 +34,10 @@ import {
   tempBucket,
   testBytes,
   versitygwReason,
-} from "../tests/testbed/harness/engine.ts";
-import { pauseAfter, startWorkload, supervise } from "../tests/testbed/harness/engine_session.ts";
-import { percentile, runToEnd } from "../tests/_helpers.ts";
-import { enginePid, publishVolume, startEngineNode } from "../tests/testbed/harness/engine_node.ts";
+} from "../testbed/harness/engine.ts";
+import { pauseAfter, startWorkload, supervise } from "../testbed/harness/engine_session.ts";
+import { percentile, runToEnd } from "../_helpers.ts";
+import { enginePid, publishVolume, startEngineNode } from "../testbed/harness/engine_node.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
