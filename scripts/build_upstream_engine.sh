@@ -3,7 +3,7 @@
 # run.rs, main.rs with jemalloc) against the SAME published libraries our engine uses
 # (mountpoint-s3-fs 0.11.0, mountpoint-s3-client 0.22.1 from crates.io, the other shared crates at
 # the versions of src/engine/Cargo.lock) with upstream's release profile (lto, codegen-units 1,
-# opt-level 3, debug 2). The benchmark's reference column (`deno task bench`, scripts/bench_node.ts).
+# opt-level 3, debug 2). The benchmark's reference column (`deno task bench`, tests/bench/bench_node.ts).
 #
 # Nothing of upstream is in this repository and nothing is downloaded here but crates (cargo): give
 # the script a copy of upstream's sources, a checkout or a bare/mirror git directory:

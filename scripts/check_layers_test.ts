@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { checkLayers, importSpecifiers, LAYERS } from "./check_layers.ts";
+import { checkLayers, importSpecifiers, LAYERS, unexpected, zoneOf } from "./check_layers.ts";
 
 const mods = (entries: Record<string, string>) => new Map(Object.entries(entries));
 const problems = (entries: Record<string, string>) =>
@@ -90,4 +90,113 @@ Deno.test("checkLayers() refuses a folder of src/ that has no layer", () => {
   assert.equal(found.length, 1);
   assert.match(found[0]!, /src\/newthing\/ has no layer/);
   assert.equal(LAYERS["newthing"], undefined);
+});
+
+Deno.test("zoneOf() tells src/ folders, scripts/, tiers and the shared code of tests/ apart", () => {
+  assert.deepEqual(zoneOf("src/node/x.ts"), { kind: "src", folder: "node" });
+  assert.deepEqual(zoneOf("scripts/bench.ts"), { kind: "scripts" });
+  assert.deepEqual(zoneOf("tests/node/_harness.ts"), { kind: "tier", tier: "node" });
+  assert.deepEqual(zoneOf("tests/testbed/harness/node.ts"), { kind: "shared", folder: "testbed" });
+  assert.deepEqual(zoneOf("tests/scenarios/drain.ts"), { kind: "shared", folder: "scenarios" });
+  assert.deepEqual(zoneOf("tests/_helpers.ts"), { kind: "shared", folder: "tests" });
+  assert.equal(zoneOf("docs/x.ts"), undefined);
+});
+
+Deno.test("checkLayers() accepts a tier importing itself, the shared code, src/ and scripts/", () => {
+  assert.deepEqual(
+    problems({
+      "tests/node/publish_test.ts": [
+        `import { h } from "./_harness.ts";`,
+        `import { n } from "../testbed/harness/node.ts";`,
+        `import { s } from "../scenarios/cluster.ts";`,
+        `import { t } from "../_helpers.ts";`,
+        `import { u } from "../../src/util/log.ts";`,
+        `import { l } from "../../scripts/leftovers.ts";`,
+      ].join("\n"),
+      "tests/node/_harness.ts": ``,
+      "tests/testbed/harness/node.ts": `import { l } from "../../../scripts/proc_stat.ts";`,
+      "tests/scenarios/cluster.ts": `import type { Pod } from "../testbed/kubelet/k8s_types.ts";`,
+      "tests/testbed/kubelet/k8s_types.ts": ``,
+      "tests/testbed/sandbox/run.ts": `import { s } from "../../scenarios/cluster.ts";`,
+      "tests/_helpers.ts": ``,
+      "src/util/log.ts": ``,
+      "scripts/leftovers.ts": ``,
+      "scripts/proc_stat.ts": ``,
+    }),
+    [],
+  );
+});
+
+Deno.test("checkLayers() refuses a tier importing another tier, naming a private module", () => {
+  const found = problems({
+    "tests/mounter/mounter_test.ts": `import { startNode } from "../node/_harness.ts";`,
+    "tests/node/_harness.ts": ``,
+    "tests/deploy/rbac_test.ts": `import { http } from "../kube_contract/kube_http.ts";`,
+    "tests/kube_contract/kube_http.ts": ``,
+  });
+  assert.equal(found.length, 2, found.join("\n"));
+  assert.match(found[0]!, /tier mounter\/ imports tier node\/ \(_harness\.ts is private to it\)/);
+  assert.match(found[1]!, /tier deploy\/ imports tier kube_contract\/: move the shared code/);
+});
+
+Deno.test("checkLayers() refuses the testbed, the scenarios and tests/*.ts importing a tier", () => {
+  const found = problems({
+    "tests/testbed/sandbox/sandbox.ts": `import { E2E } from "../../e2e/_e2e.ts";`,
+    "tests/scenarios/drain.ts": `import { x } from "../real_node/_harness.ts";`,
+    "tests/_helpers.ts": `import { y } from "./sys/_helpers.ts";`,
+    "tests/e2e/_e2e.ts": ``,
+    "tests/real_node/_harness.ts": ``,
+    "tests/sys/_helpers.ts": ``,
+  });
+  assert.equal(found.length, 3, found.join("\n"));
+  assert.match(
+    found[0]!,
+    /tests\/testbed\/ is shared by the tiers and must not import the tier e2e\//,
+  );
+  assert.match(found[1]!, /tests\/scenarios\/ is shared .* tier real_node\//);
+  assert.match(found[2]!, /tests\/ is shared .* tier sys\//);
+});
+
+Deno.test("checkLayers() refuses scripts/ importing tests/ and src/ importing scripts/", () => {
+  const found = problems({
+    "scripts/bench_node.ts": `import { h } from "../tests/testbed/harness/node.ts";`,
+    "tests/testbed/harness/node.ts": ``,
+    "src/deploy/x.ts": `import { g } from "../../scripts/_gen_util.ts";`,
+    "scripts/_gen_util.ts": ``,
+  });
+  assert.equal(found.length, 2, found.join("\n"));
+  assert.match(found[0]!, /scripts\/ must not import tests\//);
+  assert.match(found[1]!, /src\/ must not import scripts\//);
+});
+
+Deno.test("checkLayers() reports a type-only import cycle in tests/ and across trees", () => {
+  const found = problems({
+    "tests/testbed/apiserver/cluster.ts": `import { gc } from "./gc.ts";`,
+    "tests/testbed/apiserver/gc.ts": `import type { Cluster } from "./cluster.ts";`,
+    "scripts/a.ts": `import { b } from "../tests/testbed/b.ts";`,
+    "tests/testbed/b.ts": `import type { A } from "../../scripts/a.ts";`,
+  });
+  const cyclesFound = found.filter((f) => f.includes("import cycle"));
+  assert.equal(cyclesFound.length, 2, found.join("\n"));
+  assert.match(
+    cyclesFound.join("\n"),
+    /tests\/testbed\/apiserver\/cluster\.ts → tests\/testbed\/apiserver\/gc\.ts → tests\/testbed\/apiserver\/cluster\.ts/,
+  );
+  assert.match(cyclesFound.join("\n"), /scripts\/a\.ts → tests\/testbed\/b\.ts → scripts\/a\.ts/);
+});
+
+Deno.test("unexpected(): allowed violations pass, an allowlist entry matching none is stale", () => {
+  const all = checkLayers(mods({
+    "tests/mounter/mounter_test.ts": `import { startNode } from "../node/_harness.ts";`,
+    "tests/node/_harness.ts": ``,
+  }));
+  assert.equal(all.length, 1);
+  const allowed = new Set([
+    "tests/mounter/mounter_test.ts → ../node/_harness.ts",
+    "tests/faults/gone_test.ts → ../node/_harness.ts",
+  ]);
+  const r = unexpected(all, allowed);
+  assert.deepEqual(r.violations, []);
+  assert.deepEqual(r.stale, ["tests/faults/gone_test.ts → ../node/_harness.ts"]);
+  assert.equal(unexpected(all, new Set()).violations.length, 1);
 });

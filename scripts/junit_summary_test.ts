@@ -50,7 +50,7 @@ Deno.test("junit_summary lists skipped cases with their reasons and ends with th
 
 Deno.test("junit_summary: a step whose test was registered by a helper in another file is a step", () => {
   const s = summarize(parseJunit(
-    `<testcase name="e2e: failures" classname="./tests/e2e/_e2e.ts"></testcase>` +
+    `<testcase name="e2e: failures" classname="./tests/testbed/harness/e2e_cluster.ts"></testcase>` +
       `<testcase name="e2e: failures &gt; missing bucket" classname="./tests/e2e/failures_test.ts"></testcase>`,
   ));
   assert.deepEqual(s.tests, { passed: 1, failed: 0, skipped: 0 });

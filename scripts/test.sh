@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `deno task test`: every test tier, in order, with one summary at the end.
-#   1. builds    started in the background at once (cached outside the repo; seconds when cached,
-#                ~15-25 min cold on 2 cores): the Go chain — the real kube-apiserver tier and the
-#                suite's kubectl, the real node's binaries, versitygw, csi-sanity, the soak test's
-#                grpc-go client — and our Rust engine mount-s3 (scripts/build_engine.sh)
+#   1. builds    started in the background at once (cached outside the repo; seconds when cached;
+#                cold on 2 cores ~16.5 min for the engine, ~10 min for the Kubernetes binaries,
+#                the first run ~34 min in all): the Go chain — the real kube-apiserver tier and
+#                the suite's kubectl, the real node's binaries, versitygw, csi-sanity, the soak
+#                test's grpc-go client — and our Rust engine mount-s3 (scripts/build_engine.sh).
+#                Every 30 s while one runs: "=== build NAME: running for XmYYs: <last log line>"
 #   2. ok        fmt check, lint, layers, type check, unit tests (no permissions)
 #   3. gen       generated files match their generators
 #   4. tests/    integration tiers (real processes, FUSE, S3, API servers) in one deno process per
@@ -83,12 +85,12 @@ stop_services() {
   [ -n "${KUBE_REAL_STARTED:-}" ] && bash tests/testbed/services/kube_real/stop.sh >/dev/null 2>&1
   RGW_STARTED="" KUBE_REAL_STARTED=""
   local pid
-  for pid in "${GO_BUILD_PID:-}" "${ENGINE_BUILD_PID:-}"; do
+  for pid in "${GO_BUILD_PID:-}" "${ENGINE_BUILD_PID:-}" "${PROGRESS_PID:-}"; do
     [ -n "$pid" ] || continue
     kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   done
-  GO_BUILD_PID="" ENGINE_BUILD_PID=""
+  GO_BUILD_PID="" ENGINE_BUILD_PID="" PROGRESS_PID=""
   # The real-node tier stops its node itself; if it died before that, stop it here.
   if [ -n "${REAL_NODE_TIER_RAN:-}" ] && [ -s "${REAL_NODE_STATE:-/var/tmp/s3csi-real-node}/kubelet.pid" ]; then
     bash tests/testbed/services/real_node/stop.sh >dist/real-node-stop.log 2>&1
@@ -107,6 +109,7 @@ service_unavailable() {
 # dist/build-NAME.rc (0 built, 3 cannot build here, else failed).
 build() {
   local name="$1" rc=0; shift
+  date +%s >"dist/build-$name.start"
   bash "$@" >"dist/build-$name.log" 2>&1 || rc=$?
   echo "$rc" >"dist/build-$name.rc"
   return 0
@@ -123,7 +126,25 @@ build_result() {
   esac
   return 1
 }
-rm -f dist/build-*.rc dist/build-*.log
+# build_progress: one line per build still running: its name, time so far and stage (the last line
+# its log shows: the script's own step, or cargo's "Compiling <crate>"). Returns 1 when none runs.
+build_progress() {
+  local f name start stage now any=1
+  now=$(date +%s)
+  for f in dist/build-*.start; do
+    [ -e "$f" ] || continue
+    name=${f#dist/build-} && name=${name%.start}
+    [ -e "dist/build-$name.rc" ] && continue
+    any=0
+    start=$(cat "$f")
+    stage=$(tail -c 4096 "dist/build-$name.log" 2>/dev/null | tr '\r' '\n' |
+      sed 's/\x1b\[[0-9;]*[A-Za-z]//g; s/^[[:space:]]*//' | grep -v '^$' | tail -1 | cut -c1-120)
+    printf '=== build %s: running for %dm%02ds: %s\n' "$name" $(((now - start) / 60)) \
+      $(((now - start) % 60)) "${stage:-starting}" >&2
+  done
+  return $any
+}
+rm -f dist/build-*.rc dist/build-*.log dist/build-*.start
 # Each build runs in a process group of its own, so that stop_services can end it with its children.
 set -m
 # The Go chain, one build after the other (they share Go's build cache; kube_real and real_node
@@ -146,10 +167,17 @@ fi
 # Our Rust engine, beside the Go chain.
 (build engine scripts/build_engine.sh) &
 ENGINE_BUILD_PID=$!
+# Every 30 s, while a build runs, what each one is doing (between the tiers' own output).
+(
+  sleep 5
+  while build_progress; do sleep 30; done
+) &
+PROGRESS_PID=$!
 set +m
 wait_go_chain() {
   [ -n "${GO_BUILD_PID:-}" ] || return 0
   printf '=== builds: waiting for the Go chain (dist/build-*.log)\n' >&2
+  build_progress || true
   wait "$GO_BUILD_PID" 2>/dev/null
   GO_BUILD_PID=""
   local n
@@ -160,6 +188,7 @@ wait_go_chain() {
 wait_engine() {
   [ -n "${ENGINE_BUILD_PID:-}" ] || return 0
   printf '=== builds: waiting for the engine (dist/build-engine.log)\n' >&2
+  build_progress || true
   wait "$ENGINE_BUILD_PID" 2>/dev/null
   ENGINE_BUILD_PID=""
   build_result engine || true
@@ -189,7 +218,7 @@ step lint deno lint
 step layers deno task layers
 step check deno task check
 # Unit tests get no permissions, except two env vars the yaml package reads when parsing.
-step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/ tests/testbed/ scripts/
+step unit deno test --parallel --allow-env=LOG_TOKENS,LOG_STREAM --junit-path="$REPORTS/unit.xml" "${filter[@]}" src/ tests/testbed/ tests/bench/ scripts/
 step gen deno task gen:check
 
 if [ "${SKIP_RGW:-}" = "1" ]; then
@@ -214,7 +243,9 @@ first=() go=() rest=() last=()
 # shellcheck disable=SC2086
 for tier in ${TEST_PATHS:-tests/*/}; do
   name=$(basename "$tier")
-  [ "$name" = testbed ] && continue # its unit tests ran with the unit step
+  # testbed: shared code, not a tier; bench: the benchmarks (deno task bench). Their unit tests
+  # ran with the unit step.
+  [ "$name" = testbed ] || [ "$name" = bench ] && continue
   [ -n "$(find "$tier" -name '*_test.ts' -print -quit)" ] || continue
   case "$name" in
   cli | csi | kubelet | mounter | node | provisioning | sys) first+=("$tier") ;;

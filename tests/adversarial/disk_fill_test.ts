@@ -19,7 +19,7 @@ import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { diskUsage } from "../testbed/kubelet/local_storage_eviction.ts";
 import { emptyDirPath } from "../testbed/kubelet/kubelet_paths.ts";
 import { exists, testOrSkip, waitFor } from "../_helpers.ts";
-import { startHarness } from "../kubelet/_harness.ts";
+import { startHarness } from "../testbed/harness/kubelet_harness.ts";
 
 const SKIP = Deno.uid() === 0 ? undefined : "needs root (pods run as uid 1000)";
 

@@ -1,6 +1,6 @@
 /**
  * The node plugin's gRPC server against a hostile local peer (issue 23, items 3 and 4): a raw
- * HTTP/2 client (`tests/csi/_raw_grpc.ts`) on the socket of a real node plugin process (on the API
+ * HTTP/2 client (`tests/testbed/harness/raw_grpc.ts`) on the socket of a real node plugin process (on the API
  * emulator, as in the soak) tries to make it hold memory without bound: an HPACK integer that
  * decodes to NaN and disables the dynamic table's eviction; request bodies sent beyond the
  * flow-control window, or within it but never finished, on many streams and connections; more
@@ -18,7 +18,7 @@ import { encodeHeaders } from "../../src/csi/grpc/hpack.ts";
 import { ErrorCode, Flag, frame, FrameType } from "../../src/csi/grpc/http2_frames.ts";
 import { DEFAULT_LIMITS } from "../../src/csi/grpc/limits.ts";
 import { csiMethods } from "../../src/csi/proto.ts";
-import { grpcRequestHeaders, rawGrpcCall, RawHttp2 } from "../csi/_raw_grpc.ts";
+import { grpcRequestHeaders, rawGrpcCall, RawHttp2 } from "../testbed/harness/raw_grpc.ts";
 import {
   type BareNode,
   CRASH_SIGNS,

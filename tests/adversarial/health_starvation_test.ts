@@ -21,7 +21,7 @@ import { Code } from "../../src/csi/errors.ts";
 import { PODS } from "../../src/kube/resources.ts";
 import { ANNOTATION_BROKEN } from "../../src/mppod/labels.ts";
 import { runToEnd } from "../_helpers.ts";
-import { kubeletMkdirParent, nodeTest, startHarness } from "../node/_harness.ts";
+import { kubeletMkdirParent, nodeTest, startHarness } from "../testbed/harness/node_harness.ts";
 import { exited, hostileMounter, threadsOf } from "./_adversarial.ts";
 
 const SOURCE = new URL("./_stall_fuse.c", import.meta.url).pathname;

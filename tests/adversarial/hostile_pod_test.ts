@@ -14,7 +14,7 @@ import { PODS } from "../../src/kube/resources.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { sourceMountDir } from "../../src/mppod/paths.ts";
 import { exists, runToEnd, waitFor } from "../_helpers.ts";
-import { startNsMounter } from "../faults/_node_faults.ts";
+import { startNsMounter } from "../testbed/harness/node_faults.ts";
 import {
   type Harness,
   kubeletMkdirParent,
@@ -22,7 +22,7 @@ import {
   startHarness,
   startMounter,
   workDirOf,
-} from "../node/_harness.ts";
+} from "../testbed/harness/node_harness.ts";
 import {
   asPodUser,
   canary,

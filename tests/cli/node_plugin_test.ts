@@ -7,7 +7,7 @@ import { connectCsi } from "../../src/csi/client.ts";
 import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
-import { ensureCrd } from "../controller/_cluster.ts";
+import { ensureCrd } from "../testbed/harness/controller_cluster.ts";
 import { exists, spawnBinary, tempDir, waitFor } from "../_helpers.ts";
 
 /** The node plugin watches its node's Mountpoint Pods and S3PAs before serving: give it an API server. */

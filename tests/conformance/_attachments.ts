@@ -23,7 +23,7 @@ import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { parseTargetPath, sourceMountDir } from "../../src/mppod/paths.ts";
 import { findMount, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { KeyedMutex } from "../../src/util/keyed_mutex.ts";
-import { type Harness, type MpPod, NODE } from "../node/_harness.ts";
+import { type Harness, type MpPod, NODE } from "../testbed/harness/node_harness.ts";
 import { removeOwnTree } from "./_remove_tree.ts";
 
 /** One assignment: a Mountpoint Pod serving one (PV, volume) on this node. */

@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { dirname } from "node:path";
 import { ENTRYPOINTS, ROOT } from "../_helpers.ts";
-import { MP_UID, skipReason } from "../node/_harness.ts";
+import { MP_UID, skipReason } from "../testbed/harness/node_harness.ts";
 import {
   ConformanceError,
   type ConformanceResult,

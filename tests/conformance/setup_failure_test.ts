@@ -5,7 +5,7 @@
  */
 import { testOrSkip } from "../_helpers.ts";
 import assert from "node:assert/strict";
-import { skipReason } from "../node/_harness.ts";
+import { skipReason } from "../testbed/harness/node_harness.ts";
 import { ConformanceError, runConformance } from "./_conformance.ts";
 
 testOrSkip(skipReason({ defaultEngine: "mount-s3" }), {

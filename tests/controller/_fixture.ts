@@ -9,7 +9,7 @@ import { PODS, PVCS, PVS } from "../../src/kube/resources.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
 import type { Pod } from "../../src/kube/types.ts";
 import { ROOT, type Running, spawnBinary } from "../_helpers.ts";
-import type { TestCluster } from "./_cluster.ts";
+import type { TestCluster } from "../testbed/harness/controller_cluster.ts";
 import { preboundClaim, preboundPv } from "../testbed/control_plane/prebound_volume.ts";
 
 /** What the controller tests work with. */

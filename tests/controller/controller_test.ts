@@ -8,7 +8,7 @@ import { EVENTS, LEASES, PODS } from "../../src/kube/resources.ts";
 import type { Lease, Pod } from "../../src/kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { waitFor } from "../_helpers.ts";
-import { clusterKinds, clusterTest, testCluster } from "./_cluster.ts";
+import { clusterKinds, clusterTest, testCluster } from "../testbed/harness/controller_cluster.ts";
 import { fixture, stopController } from "./_fixture.ts";
 
 for (const kind of clusterKinds()) {

@@ -22,7 +22,12 @@ import type { Lease, Pod } from "../../src/kube/types.ts";
 import { LEADER_LEASE_NAME } from "../../src/options/controller_options.ts";
 import { ROOT, type Running, tempDir, waitFor } from "../_helpers.ts";
 import { ApiProxy, isLease, isWrite, type ProxyRecord } from "./_api_proxy.ts";
-import { clusterKinds, clusterTest, type TestCluster, testCluster } from "./_cluster.ts";
+import {
+  clusterKinds,
+  clusterTest,
+  type TestCluster,
+  testCluster,
+} from "../testbed/harness/controller_cluster.ts";
 import { type Fixture, fixture } from "./_fixture.ts";
 
 const ELECTION = [

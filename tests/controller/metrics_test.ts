@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { EVENTS, NAMESPACES, PODS, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
 import type { Pod } from "../../src/kube/types.ts";
 import { freePort, waitFor } from "../_helpers.ts";
-import { clusterKinds, clusterTest, testCluster } from "./_cluster.ts";
+import { clusterKinds, clusterTest, testCluster } from "../testbed/harness/controller_cluster.ts";
 import { fixture, stopController } from "./_fixture.ts";
 
 /** Prometheus text → `name{labels}` → value (label order as served). */

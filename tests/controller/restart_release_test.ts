@@ -20,7 +20,12 @@ import type { Lease, Pod } from "../../src/kube/types.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { LEADER_LEASE_NAME } from "../../src/options/controller_options.ts";
 import { waitFor } from "../_helpers.ts";
-import { clusterKinds, clusterTest, type TestCluster, testCluster } from "./_cluster.ts";
+import {
+  clusterKinds,
+  clusterTest,
+  type TestCluster,
+  testCluster,
+} from "../testbed/harness/controller_cluster.ts";
 import { type Fixture, fixture, stopController } from "./_fixture.ts";
 
 /** Workload UIDs listed by the fixture's attachments. */

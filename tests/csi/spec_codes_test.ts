@@ -12,7 +12,7 @@ import { CsiServer } from "../../src/csi/server.ts";
 import { world } from "../../src/node/_test_fixtures.ts";
 import { ControllerService } from "../../src/provisioning/controller_service.ts";
 import { FakeS3 } from "../../src/s3/fake_bucket_store.ts";
-import { rawGrpcCall } from "./_raw_grpc.ts";
+import { rawGrpcCall } from "../testbed/harness/raw_grpc.ts";
 
 const ROOT = "/var/lib/kubelet";
 const TARGET = `${ROOT}/pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount`;

@@ -18,7 +18,7 @@ import { PROVISIONER_SOCKET_DIR } from "../../src/deploy/render_provisioner.ts";
 import { resolveValues } from "../../src/deploy/values_validate.ts";
 import { exists, freePort, spawnBinary, tempDir, waitFor } from "../_helpers.ts";
 import { deployCluster } from "./_deploy_cluster.ts";
-import { ensureCrd } from "../controller/_cluster.ts";
+import { ensureCrd } from "../testbed/harness/controller_cluster.ts";
 
 function probeUrl(c: Container, p: Probe): string {
   assert.ok(p.httpGet, `${c.name}: not an HTTP probe`);

@@ -53,7 +53,7 @@ import { GATE_RESERVE_HEADROOM, TAINT_AGENT_NOT_READY } from "../../src/mppod/la
 import { pinToNodePatch } from "../../src/controller/headroom_pods.ts";
 import { removeAgentNotReadyTaint } from "../../src/node/taint.ts";
 import { waitFor } from "../_helpers.ts";
-import { KubeHttp, loadTarget } from "../kube_contract/kube_http.ts";
+import { KubeHttp, loadTarget } from "../testbed/harness/kube_http.ts";
 import { mountpointPod } from "../../src/mppod/pod_spec.ts";
 import { deployCluster, runTask } from "./_deploy_cluster.ts";
 import { scanApiCalls } from "./_api_calls.ts";

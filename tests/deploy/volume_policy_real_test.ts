@@ -23,7 +23,7 @@ import {
   testOrSkip,
   waitFor,
 } from "../_helpers.ts";
-import { KubeHttp, loadTarget } from "../kube_contract/kube_http.ts";
+import { KubeHttp, loadTarget } from "../testbed/harness/kube_http.ts";
 import { deployCluster, runTask } from "./_deploy_cluster.ts";
 import {
   driverMessage,

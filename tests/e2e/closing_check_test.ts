@@ -9,7 +9,7 @@ import { PODS } from "../../src/kube/resources.ts";
 import { abortFuseConnection } from "../../src/sys/mount.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { unique } from "../scenarios/cluster.ts";
-import { e2eTest } from "./_e2e.ts";
+import { e2eTest } from "../testbed/harness/e2e_cluster.ts";
 
 e2eTest("e2e: the closing check names a workload whose mount is dead", 1, async (e, t) => {
   const bucket = await e.bucket("closing");

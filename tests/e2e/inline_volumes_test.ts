@@ -1,5 +1,5 @@
 /** Inline (ephemeral) volumes (`tests/scenarios/inline_volumes.ts`) on the sandbox. */
 import { INLINE_VOLUMES } from "../scenarios/inline_volumes.ts";
-import { e2eScenario } from "./_e2e.ts";
+import { e2eScenario } from "../testbed/harness/e2e_cluster.ts";
 
 e2eScenario(INLINE_VOLUMES);

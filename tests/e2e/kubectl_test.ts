@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { kubectl, kubectlSkipReason, waitFor } from "../_helpers.ts";
 import { unique } from "../scenarios/cluster.ts";
-import { e2eTest, NS } from "./_e2e.ts";
+import { e2eTest, NS } from "../testbed/harness/e2e_cluster.ts";
 
 e2eTest("e2e: kubectl get events --sort-by and kubectl logs on sandbox pods", 1, async (e, t) => {
   const kc = `${e.dir}/kubeconfig`;

@@ -19,7 +19,7 @@ import {
   tempBucket,
   testBytes,
   versitygwReason,
-} from "./_engine.ts";
+} from "../testbed/harness/engine.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 
 const reason = fuseReason() ?? versitygwReason();

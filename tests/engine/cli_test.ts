@@ -5,7 +5,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { engineBin, engineTest, failingEngine } from "./_engine.ts";
+import { engineBin, engineTest, failingEngine } from "../testbed/harness/engine.ts";
 
 const reason = engineBin().reason;
 

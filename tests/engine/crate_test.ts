@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { ROOT } from "../_helpers.ts";
-import { cargoReason, engineTest } from "./_engine.ts";
+import { cargoReason, engineTest } from "../testbed/harness/engine.ts";
 
 engineTest("engine crate: cargo test passes (Rust unit tests)", cargoReason(), async () => {
   const out = await new Deno.Command("bash", {

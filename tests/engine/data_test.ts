@@ -38,7 +38,7 @@ import {
   versitygwReason,
   withBucket,
   writeSequential,
-} from "./_engine.ts";
+} from "../testbed/harness/engine.ts";
 
 const MIB = 1024 * 1024;
 /** Sizes written through the mount. */

@@ -20,7 +20,7 @@ import {
   versitygwReason,
   withBucket,
   writeSequential,
-} from "./_engine.ts";
+} from "../testbed/harness/engine.ts";
 import { freePort, waitFor } from "../_helpers.ts";
 import { engineMetricsLabels } from "../../src/mppod/engine_metrics.ts";
 

@@ -39,8 +39,8 @@ import {
   versitygwReason,
   withBucket,
   writeWithDd,
-} from "./_engine.ts";
-import { startProxy } from "./_counting_proxy.ts";
+} from "../testbed/harness/engine.ts";
+import { startProxy } from "../testbed/harness/counting_proxy.ts";
 import { freePort, waitFor } from "../_helpers.ts";
 
 const MISSING_DIR = "/nonexistent/s3csi-options-test";

@@ -19,7 +19,7 @@ import {
   startVersitygw,
   versitygwReason,
   withBucket,
-} from "./_engine.ts";
+} from "../testbed/harness/engine.ts";
 import {
   bindMount,
   clearCloexec,

@@ -25,9 +25,15 @@ import {
   testBytes,
   versitygwReason,
   withBucket,
-} from "./_engine.ts";
+} from "../testbed/harness/engine.ts";
 import { percentile } from "../_helpers.ts";
-import { lostWrites, pauseAfter, startWorkload, supervise, workloadErrors } from "./_session.ts";
+import {
+  lostWrites,
+  pauseAfter,
+  startWorkload,
+  supervise,
+  workloadErrors,
+} from "../testbed/harness/engine_session.ts";
 
 const reason = fuseReason() ?? engineBin().reason ?? versitygwReason();
 

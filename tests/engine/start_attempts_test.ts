@@ -9,7 +9,11 @@
  */
 import assert from "node:assert/strict";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
-import { type ForwardedRequest, s3ErrorResponse, startProxy } from "./_counting_proxy.ts";
+import {
+  type ForwardedRequest,
+  s3ErrorResponse,
+  startProxy,
+} from "../testbed/harness/counting_proxy.ts";
 import {
   assertNoLeftoverMounts,
   engineEnv,
@@ -21,7 +25,7 @@ import {
   startVersitygw,
   tempBucket,
   versitygwReason,
-} from "./_engine.ts";
+} from "../testbed/harness/engine.ts";
 
 const reason = fuseReason() ?? versitygwReason();
 

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
-import { startProxy } from "./_counting_proxy.ts";
+import { startProxy } from "../testbed/harness/counting_proxy.ts";
 import {
   assertNoLeftoverMounts,
   engineEnv,
@@ -24,7 +24,7 @@ import {
   testBytes,
   versitygwReason,
   writeWithDd,
-} from "./_engine.ts";
+} from "../testbed/harness/engine.ts";
 import { freePort } from "../_helpers.ts";
 
 const reason = fuseReason() ?? versitygwReason() ?? opensslReason();

@@ -10,7 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
-import { fileSha256, sha256, testBytes } from "../engine/_engine.ts";
+import { fileSha256, sha256, testBytes } from "../testbed/harness/engine.ts";
 import { dirUsage, listTree } from "../_helpers.ts";
 import {
   cmdline,
@@ -18,7 +18,7 @@ import {
   enginePid,
   publishVolume,
   startEngineNode,
-} from "./_engine_node.ts";
+} from "../testbed/harness/engine_node.ts";
 
 const MIB = 1024 * 1024;
 

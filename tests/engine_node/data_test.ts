@@ -15,14 +15,14 @@ import {
   sha256,
   testBytes,
   writeSequential,
-} from "../engine/_engine.ts";
+} from "../testbed/harness/engine.ts";
 import {
   cmdline,
   engineNodeTest,
   enginePid,
   publishVolume,
   startEngineNode,
-} from "./_engine_node.ts";
+} from "../testbed/harness/engine_node.ts";
 
 const MIB = 1024 * 1024;
 

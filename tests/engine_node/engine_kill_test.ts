@@ -20,9 +20,19 @@ import assert from "node:assert/strict";
 import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { percentile, waitFor } from "../_helpers.ts";
-import { sha256, testBytes } from "../engine/_engine.ts";
-import { lostWrites, pauseAfter, startWorkload, workloadErrors } from "../engine/_session.ts";
-import { engineNodeTest, enginePid, publishVolume, startEngineNode } from "./_engine_node.ts";
+import { sha256, testBytes } from "../testbed/harness/engine.ts";
+import {
+  lostWrites,
+  pauseAfter,
+  startWorkload,
+  workloadErrors,
+} from "../testbed/harness/engine_session.ts";
+import {
+  engineNodeTest,
+  enginePid,
+  publishVolume,
+  startEngineNode,
+} from "../testbed/harness/engine_node.ts";
 
 function report(line: string): void {
   Deno.stderr.writeSync(new TextEncoder().encode(`SESSION ${line}\n`));

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { HeadObjectCommand, PutBucketPolicyCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { bindMount, unmount } from "../../src/sys/mount.ts";
 import { runToEnd } from "../_helpers.ts";
-import { writeSequential } from "../engine/_engine.ts";
+import { writeSequential } from "../testbed/harness/engine.ts";
 import {
   cmdline,
   engineNodeTest,
@@ -20,7 +20,7 @@ import {
   environ,
   publishVolume,
   startEngineNode,
-} from "./_engine_node.ts";
+} from "../testbed/harness/engine_node.ts";
 
 async function exists(path: string): Promise<boolean> {
   return await Deno.lstat(path).then(() => true, () => false);

@@ -10,10 +10,10 @@
  */
 import assert from "node:assert/strict";
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
-import { kubeletMkdirParent } from "../node/_harness.ts";
+import { kubeletMkdirParent } from "../testbed/harness/node_harness.ts";
 import { runToEnd } from "../_helpers.ts";
-import { writeSequential } from "../engine/_engine.ts";
-import { engineNodeTest, publishVolume, startEngineNode } from "./_engine_node.ts";
+import { writeSequential } from "../testbed/harness/engine.ts";
+import { engineNodeTest, publishVolume, startEngineNode } from "../testbed/harness/engine_node.ts";
 
 const EPERM = /os error 1\b|Operation not permitted/;
 const EROFS = /os error 30\b|Read-only file system/;

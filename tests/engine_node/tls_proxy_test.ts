@@ -14,15 +14,15 @@
  */
 import assert from "node:assert/strict";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
-import { startProxy } from "../engine/_counting_proxy.ts";
-import { objectSha256, sha256, testBytes, writeWithDd } from "../engine/_engine.ts";
+import { startProxy } from "../testbed/harness/counting_proxy.ts";
+import { objectSha256, sha256, testBytes, writeWithDd } from "../testbed/harness/engine.ts";
 import {
   engineNodeTest,
   enginePid,
   environ,
   publishVolume,
   startEngineNode,
-} from "./_engine_node.ts";
+} from "../testbed/harness/engine_node.ts";
 import { freePort } from "../_helpers.ts";
 
 engineNodeTest(

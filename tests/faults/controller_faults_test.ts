@@ -22,7 +22,7 @@ import {
   ensureCrd,
   type TestCluster,
   testCluster,
-} from "../controller/_cluster.ts";
+} from "../testbed/harness/controller_cluster.ts";
 import { preboundClaim, preboundPv } from "../testbed/control_plane/prebound_volume.ts";
 
 const KUBE_REAL_STATE = Deno.env.get("KUBE_REAL_STATE") ?? "/var/tmp/s3csi-kube-real";

@@ -36,7 +36,7 @@ import {
   MP_UID,
   type MpPod,
   startMounter,
-} from "../node/_harness.ts";
+} from "../testbed/harness/node_harness.ts";
 import {
   assertInS3,
   faultTest,
@@ -50,7 +50,7 @@ import {
   waitExit,
   waitProgress,
   writeClosedFiles,
-} from "./_node_faults.ts";
+} from "../testbed/harness/node_faults.ts";
 
 /** What a workload sees when its FUSE server is gone. */
 const WORKLOAD_ERROR = /Transport endpoint is not connected|Input\/output error|connection abort/i;

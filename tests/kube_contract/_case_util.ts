@@ -4,7 +4,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import type { KubeHttp } from "./kube_http.ts";
+import type { KubeHttp } from "../testbed/harness/kube_http.ts";
 
 /** Per-case context. */
 export interface CaseContext {

@@ -10,7 +10,7 @@
 import { startApiServer } from "../testbed/apiserver/api_server.ts";
 import { READ_CASES } from "./cases_read.ts";
 import { WRITE_CASES } from "./cases_write.ts";
-import { KubeHttp, type KubeTarget, loadTarget } from "./kube_http.ts";
+import { KubeHttp, type KubeTarget, loadTarget } from "../testbed/harness/kube_http.ts";
 import { testOrSkip } from "../_helpers.ts";
 
 interface Target {

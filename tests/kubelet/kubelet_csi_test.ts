@@ -11,7 +11,7 @@ import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { Code, CsiError } from "../../src/csi/errors.ts";
 import { DRIVER_NAME } from "../../src/util/version.ts";
 import { exists, testOrSkip, waitFor } from "../_helpers.ts";
-import { csiPv, pvc, startHarness } from "./_harness.ts";
+import { csiPv, pvc, startHarness } from "../testbed/harness/kubelet_harness.ts";
 
 const ROOT_SKIP = Deno.uid() === 0 ? undefined : "needs root (mounts, pods under other uids)";
 

@@ -8,8 +8,9 @@ import { PODS } from "../../src/kube/resources.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
 import { hostCommDir } from "../../src/mppod/paths.ts";
 import { COMPONENT_MOUNTPOINT_POD, LABEL_COMPONENT } from "../../src/mppod/labels.ts";
-import { exists, testOrSkip, waitFor } from "../_helpers.ts";
-import { startHarness } from "./_harness.ts";
+import { exists, ROOT, tempDir, testOrSkip, waitFor } from "../_helpers.ts";
+import { mounterMapping } from "../testbed/kubelet/mounter_image.ts";
+import { startHarness } from "../testbed/harness/kubelet_harness.ts";
 
 const ROOT_SKIP = Deno.uid() === 0 ? undefined : "needs root (mounts, pods under other uids)";
 
@@ -203,6 +204,69 @@ for (const bundle of [false, true]) {
       );
     },
   });
+}
+
+// The from-source mounter runs as the pod's user against the checkout's node_modules, which root
+// owns. Deno's default (`nodeModulesDir: auto`) re-links node_modules whenever its setup cache
+// does not cover what it resolves (a missing `.bin/`, a missing or stale `.setup-cache.bin`, a
+// root process re-linking at that moment): as uid 1000 that write fails with EACCES and the
+// mounter exits 1 within a fraction of a second, before any of its code runs. A checkout whose
+// node_modules lacks both (a copy with hard-linked packages) shows it every time.
+testOrSkip(ROOT_SKIP, {
+  name:
+    "the from-source mounter never installs into the checkout's node_modules (a half set-up one still works)",
+  async fn() {
+    await using copy = await tempDir("s3csi-checkout-");
+    await Deno.chmod(copy.path, 0o755);
+    await copyCheckout(copy.path);
+    await Deno.remove(`${copy.path}/node_modules/.bin`, { recursive: true });
+    await Deno.remove(`${copy.path}/node_modules/.deno/.setup-cache.bin`);
+    await Deno.mkdir(`${copy.path}/deno-dir`, { mode: 0o1777 });
+    await Deno.chmod(`${copy.path}/deno-dir`, 0o1777);
+    await using h = await startHarness({
+      mountpointImage: mounterMapping(`${copy.path}/src/cmd/mounter/main.ts`, copy.path),
+    });
+    await h.client.create(NAMESPACE, { metadata: { name: "mount-s3" } });
+    const base = mountpointPod("mp-half");
+    const pod = await h.client.create<Pod>(PODS, {
+      ...base,
+      spec: {
+        ...base.spec,
+        containers: [{
+          ...base.spec.containers[0]!,
+          args: ["--receive-timeout", "1s", "--log-format", "text"],
+        }],
+      },
+    });
+    const s = await waitFor("a restart", async () => {
+      const st = await podStatus(h.client as never, "mount-s3", "mp-half");
+      return (st?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? st : undefined;
+    }, { timeoutMs: 40_000 });
+    const log = await Deno.readTextFile(
+      `${h.root}/pod-logs/mount-s3_mp-half_${pod.metadata.uid}/mountpoint/0.log`,
+    );
+    const cs = s.containerStatuses![0]!;
+    assert.equal((cs.lastState.terminated ?? cs.state.terminated)?.exitCode, 3, log);
+    assert.ok(!(await exists(`${copy.path}/node_modules/.bin`)), "nothing was installed");
+  },
+});
+
+/**
+ * A checkout at `dir` as the mounter needs it: deno.json, deno.lock, src/ (without the engine's
+ * Rust tree) and node_modules with every file hard-linked (cheap, and removing a name there
+ * leaves this checkout's intact).
+ */
+async function copyCheckout(dir: string): Promise<void> {
+  const cp = async (...args: string[]) => {
+    const r = await new Deno.Command("cp", { args, stdin: "null", stderr: "piped" }).output();
+    if (!r.success) throw new Error(`cp ${args.join(" ")}: ${new TextDecoder().decode(r.stderr)}`);
+  };
+  await cp(`${ROOT}deno.json`, `${ROOT}deno.lock`, dir);
+  await Deno.mkdir(`${dir}/src`);
+  for await (const e of Deno.readDir(`${ROOT}src`)) {
+    if (e.isDirectory && e.name !== "engine") await cp("-r", `${ROOT}src/${e.name}`, `${dir}/src/`);
+  }
+  await cp("-al", `${ROOT}node_modules`, `${dir}/node_modules`);
 }
 
 const NAMESPACE = {

@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { ENTRYPOINTS, runToEnd, waitFor } from "../_helpers.ts";
-import { MP_UID, nodeTest, startMounter } from "../node/_harness.ts";
+import { MP_UID, nodeTest, startMounter } from "../testbed/harness/node_harness.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 
 const SENDER = new URL("./_sender.ts", import.meta.url).pathname;

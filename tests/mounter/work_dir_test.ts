@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { ENTRYPOINTS, spawn, waitFor } from "../_helpers.ts";
 import { RUN_DIR_MARKER } from "../../src/mounter/run_mounter.ts";
-import { nodeTest } from "../node/_harness.ts";
+import { nodeTest } from "../testbed/harness/node_harness.ts";
 
 async function names(dir: string): Promise<string[]> {
   const out: string[] = [];

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { Code } from "../../src/csi/errors.ts";
 import { waitFor } from "../_helpers.ts";
-import { kubeletMkdirParent, nodeTest, startHarness } from "./_harness.ts";
+import { kubeletMkdirParent, nodeTest, startHarness } from "../testbed/harness/node_harness.ts";
 
 nodeTest(
   "API server down: the node plugin serves unpublish, stats and mounted volumes; publish is UNAVAILABLE, then works again",

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
 import { Code } from "../../src/csi/errors.ts";
 import { exists } from "../_helpers.ts";
-import { kubeletMkdirParent, nodeTest, startHarness } from "./_harness.ts";
+import { kubeletMkdirParent, nodeTest, startHarness } from "../testbed/harness/node_harness.ts";
 
 interface Case {
   readonly name: string;

@@ -9,7 +9,12 @@
 import assert from "node:assert/strict";
 import { PutBucketPolicyCommand } from "@aws-sdk/client-s3";
 import { AwsBucketProbe, type ProbeTarget } from "../../src/s3/bucket_probe.ts";
-import { s3Client, startVersitygw, tempBucket, versitygwReason } from "../engine/_engine.ts";
+import {
+  s3Client,
+  startVersitygw,
+  tempBucket,
+  versitygwReason,
+} from "../testbed/harness/engine.ts";
 import { freePort, testOrSkip } from "../_helpers.ts";
 
 function target(endpoint: string, bucket: string, more: Partial<ProbeTarget> = {}): ProbeTarget {

@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { CreateBucketCommand, GetObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { runToEnd } from "../_helpers.ts";
-import { emptyAndDeleteBucket } from "./_s3_cleanup.ts";
-import { kubeletMkdirParent, nodeTest, startHarness } from "./_harness.ts";
+import { emptyAndDeleteBucket } from "../testbed/harness/s3_cleanup.ts";
+import { kubeletMkdirParent, nodeTest, startHarness } from "../testbed/harness/node_harness.ts";
 
 nodeTest("per-volume Secret credentials reach the engine (not the driver's)", async () => {
   await using h = await startHarness();

@@ -8,7 +8,12 @@ import type { KubeObject } from "../../src/kube/client.ts";
 import { NODES, PODS } from "../../src/kube/resources.ts";
 import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
 import { exists, freePort, waitFor } from "../_helpers.ts";
-import { kubeletMkdirParent, NODE, nodeTest, startHarness } from "./_harness.ts";
+import {
+  kubeletMkdirParent,
+  NODE,
+  nodeTest,
+  startHarness,
+} from "../testbed/harness/node_harness.ts";
 
 nodeTest("taint removed, metrics served, deleted and orphaned sources cleaned", async () => {
   const port = freePort();

@@ -9,7 +9,7 @@
  * (`RGW_STS=1`, `rgw verify ssl = true`; its own state dir), the node plugin, the mounter and
  * `mount-s3`, FUSE. The apiserver's JWKS has no `x5c`, which RGW 16 requires: its discovery
  * document points (`--service-account-jwks-uri`) at `x5c_jwks.ts`, the same keys with a
- * certificate (`docs/notes/rgw16_pod_identity.md`). S3PAs are written as the controller writes
+ * certificate (`tests/testbed/services/s3/README.md`). S3PAs are written as the controller writes
  * them (the role of the ServiceAccount); the API emulator holds them, as in every node test.
  *
  * Proven: two ServiceAccounts, two roles, each mounts and reads only its own bucket; a token of
@@ -23,13 +23,13 @@ import assert from "node:assert/strict";
 import { CreateBucketCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { hostCommDir } from "../../src/mppod/paths.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
-import { engineBin, versitygwReason } from "../engine/_engine.ts";
+import { engineBin, versitygwReason } from "../testbed/harness/engine.ts";
 import { freePort, tempDir, testOrSkip } from "../_helpers.ts";
 import { startRealTier } from "../testbed/sandbox/kube_real.ts";
 import { startRgw } from "../testbed/sandbox/s3_server.ts";
 import { createBucketRole, createOidcProvider } from "../testbed/services/s3/iam.ts";
 import { startX5cJwks } from "../testbed/services/kube_real/x5c_jwks.ts";
-import { kubeletMkdirParent, skipReason, startHarness } from "./_harness.ts";
+import { kubeletMkdirParent, skipReason, startHarness } from "../testbed/harness/node_harness.ts";
 
 const AUDIENCE = "s3.csi.scality.com";
 const NS = "team";

@@ -9,7 +9,7 @@ import { PODS } from "../../src/kube/resources.ts";
 import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
 import { findMount, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { exists, waitFor } from "../_helpers.ts";
-import { kubeletMkdirParent, nodeTest, startHarness } from "./_harness.ts";
+import { kubeletMkdirParent, nodeTest, startHarness } from "../testbed/harness/node_harness.ts";
 
 const PV = "pv-shared";
 

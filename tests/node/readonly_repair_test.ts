@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { findMount, readMountInfo } from "../../src/sys/mountinfo.ts";
 import { runToEnd, waitFor } from "../_helpers.ts";
-import { kubeletMkdirParent, nodeTest, startHarness } from "./_harness.ts";
+import { kubeletMkdirParent, nodeTest, startHarness } from "../testbed/harness/node_harness.ts";
 
 async function assertErofs(path: string): Promise<void> {
   await assert.rejects(

@@ -27,7 +27,7 @@ import {
 import { COMM_VOLUME_NAME } from "../../src/mppod/paths.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
 import type { Pod } from "../testbed/kubelet/k8s_types.ts";
-import { testBytes } from "../engine/_engine.ts";
+import { testBytes } from "../testbed/harness/engine.ts";
 import { dirUsage, listTree, waitFor } from "../_helpers.ts";
 import { type Step, unique } from "../scenarios/cluster.ts";
 import { type RealNodeCluster, report, type Tier } from "./_harness.ts";

@@ -1,7 +1,8 @@
 /**
  * The scenario registry `deno task sandbox --scenario` selects from (`tests/scenarios/registry.ts`)
- * and the command line around it: `--help` lists every scenario, `--scenario` needs `--real-node`.
- * (The scenarios themselves run in the real-node tier and on the real node through the sandbox.)
+ * and the command line around it: `--help` lists every scenario, a real-node-only scenario needs
+ * `--real-node`. (The scenarios themselves run in the e2e and real-node tiers and through the
+ * sandbox: `tests/sandbox/sandbox_test.ts` runs the default one, the walk-through.)
  */
 import assert from "node:assert/strict";
 import { scenarioHelp, scenarioNamed, SCENARIOS } from "../scenarios/registry.ts";
@@ -35,7 +36,7 @@ Deno.test("writer: the highest CLOSED line; the script stops cleanly on SIGTERM"
   assert.match(script, /\/v\/\$POD_NAME\/\$n\.txt/);
 });
 
-Deno.test("deno task sandbox --help lists every scenario; --scenario without --real-node is refused", async () => {
+Deno.test("deno task sandbox --help lists every scenario; a real-node-only --scenario without --real-node is refused", async () => {
   const help = await sandbox(["--help"]);
   assert.equal(help.code, 0, help.stderr);
   const flat = help.stdout.replace(/\s+/g, " ");

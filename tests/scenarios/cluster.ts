@@ -3,9 +3,10 @@
  * they share: buckets and objects in S3, Secrets, static volumes, workload pods, events, logs,
  * Mountpoint Pods and S3PAs. Two tiers implement it:
  *
- * - `tests/e2e/_e2e.ts`: the sandbox (API emulator, kubelet emulators, node plugin processes);
- * - `tests/real_node/_harness.ts`: a real kubelet + containerd node with the driver deployed by
- *   `deno task deploy`.
+ * - `tests/testbed/harness/e2e_cluster.ts`: the sandbox (API emulator or the real kube-apiserver,
+ *   kubelet emulators, node plugin processes) — the e2e tier and `deno task sandbox`;
+ * - `tests/testbed/services/real_node/cluster.ts`: a real kubelet + containerd node with the
+ *   driver deployed by `deno task deploy` — the real-node tier and `deno task sandbox --real-node`.
  *
  * What differs between them (where container logs are, which mounts and processes belong to the
  * cluster, the workload image) is abstract here; everything else is written once.
@@ -17,11 +18,13 @@ import {
   DeleteBucketCommand,
   DeleteObjectCommand,
   GetObjectCommand,
+  HeadBucketCommand,
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
 } from "@aws-sdk/client-s3";
 import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
+import type { Resource } from "../../src/kube/resources.ts";
 import { ConflictError } from "../../src/kube/errors.ts";
 import { DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, PVS, SECRETS } from "../../src/kube/resources.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
@@ -62,6 +65,18 @@ export type Step = (
   name: string,
   fn: () => void | string | Promise<void | string>,
 ) => Promise<unknown>;
+
+/**
+ * Thrown by a step that cannot run on this cluster for a reason it found out (e.g. an S3 server
+ * without an API the step needs): the sandbox reports the step as skipped with the message; a
+ * tier's `t.step` fails with it.
+ */
+export class ScenarioSkipped extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ScenarioSkipped";
+  }
+}
 
 /** One end-to-end scenario: a name and steps run against any {@link ScenarioCluster}. */
 export interface Scenario {
@@ -218,6 +233,19 @@ export abstract class ScenarioCluster {
   #s3: S3Client | undefined;
   readonly #others: S3Client[] = [];
 
+  /** Longest wait of one step, for scenarios bounded by it (the sandbox's `--timeout`). */
+  stepTimeoutMs = 60_000;
+  /** Leave the long-running workloads of a scenario in place (the sandbox's `--keep`). */
+  keepWorkloads = false;
+  /** A name unique to this run where the cluster is shared with other runs (a real tier). */
+  uniqueName: (base: string) => string = (base) => base;
+  /** Told of each cluster-scoped object a scenario creates (deleted by whoever owns the run). */
+  onCreated: (resource: Resource, name: string) => void = () => {};
+  /** What is known about why the controller has not acted (not running, its last warning). */
+  controllerProblem: () => Promise<string | undefined> = () => Promise.resolve(undefined);
+  /** Why dynamic provisioning cannot work on this cluster, or undefined when it can. */
+  provisioningProblem: () => string | undefined = () => undefined;
+
   /** Kubernetes API client (admin). */
   abstract get client(): KubeClient;
   /** S3 as reached from this process (the driver may reach it at another address). */
@@ -239,6 +267,10 @@ export abstract class ScenarioCluster {
    */
   get volumeAdmission(): boolean {
     return false;
+  }
+  /** Namespace of the Mountpoint Pods. */
+  get mpNamespace(): string {
+    return DEFAULT_MOUNTPOINT_NAMESPACE;
   }
   /** Admin kubeconfig of the cluster (for kubectl). */
   abstract get kubeconfig(): string;
@@ -314,6 +346,12 @@ export abstract class ScenarioCluster {
     this.#s3 = undefined;
   }
 
+  /** Release what this cluster object holds (the S3 clients; an API client of its own). */
+  dispose(): Promise<void> {
+    this.close();
+    return Promise.resolve();
+  }
+
   /** Create a bucket (with `client`, default the main user); returns its name. */
   async bucket(prefix: string, client: S3Client = this.s3): Promise<string> {
     const name = `${prefix}-${unique()}`;
@@ -340,6 +378,19 @@ export abstract class ScenarioCluster {
    */
   get usersIsolated(): boolean {
     return this.s3Env.S3_SERVER !== "versitygw";
+  }
+
+  /** True when `bucket` exists (HeadBucket); false on 404. */
+  async bucketExists(bucket: string): Promise<boolean> {
+    try {
+      await this.s3.send(new HeadBucketCommand({ Bucket: bucket }));
+      return true;
+    } catch (err) {
+      const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata
+        ?.httpStatusCode;
+      if (status === 404 || (err as Error).name === "NotFound") return false;
+      throw err;
+    }
   }
 
   /** Empty and delete a bucket (best effort). */
@@ -696,7 +747,7 @@ export abstract class ScenarioCluster {
   /** Mountpoint Pods. */
   async mountpointPods(): Promise<Pod[]> {
     return (await this.client.list<Pod>(PODS, {
-      namespace: DEFAULT_MOUNTPOINT_NAMESPACE,
+      namespace: this.mpNamespace,
       labelSelector: `${LABEL_COMPONENT}=${COMPONENT_MOUNTPOINT_POD}`,
     })).items;
   }

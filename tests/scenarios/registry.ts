@@ -1,12 +1,15 @@
 /**
  * Every end-to-end scenario by the name `deno task sandbox --scenario NAME` takes, in the order
  * `--help` lists them. One registry for every runner: the e2e tier (`tests/e2e/`), the real-node
- * tier (`tests/real_node/`) and the sandbox command run the same modules. A new scenario is a
+ * tier (`tests/real_node/`) and the sandbox command (emulated, `--real-apiserver` or
+ * `--real-node`) run the same modules; without `--scenario` the sandbox runs
+ * {@link DEFAULT_SCENARIO}. A new scenario is a
  * module of this folder plus one line here (and, for a tier, one registration there).
  *
  * @module
  */
 import type { Scenario } from "./cluster.ts";
+import { WALK_THROUGH } from "./walk_through.ts";
 import { STATIC_PROVISIONING } from "./static_provisioning.ts";
 import { DYNAMIC_PROVISIONING } from "./dynamic_provisioning.ts";
 import { SHARING } from "./sharing.ts";
@@ -24,6 +27,8 @@ import { UPGRADE } from "./upgrade.ts";
 
 /** Scenario names (as `--scenario` takes them) → scenario. */
 export const SCENARIOS: Readonly<Record<string, Scenario>> = {
+  // What `deno task sandbox` runs without --scenario.
+  "walk-through": WALK_THROUGH,
   "static-provisioning": STATIC_PROVISIONING,
   "dynamic-provisioning": DYNAMIC_PROVISIONING,
   sharing: SHARING,
@@ -41,6 +46,9 @@ export const SCENARIOS: Readonly<Record<string, Scenario>> = {
   headroom: HEADROOM,
   upgrade: UPGRADE,
 };
+
+/** What `deno task sandbox` runs without `--scenario`. */
+export const DEFAULT_SCENARIO = "walk-through";
 
 /** The scenario named `name`, or undefined. */
 export function scenarioNamed(name: string): Scenario | undefined {

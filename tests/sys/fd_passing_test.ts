@@ -28,7 +28,7 @@ import {
   setprivSkipReason,
   statusWithin,
   tempDir,
-} from "./_helpers.ts";
+} from "../testbed/harness/sys_helpers.ts";
 import { PEER_MESSAGE } from "./_fd_peer.ts";
 import { exists, waitFor } from "../_helpers.ts";
 

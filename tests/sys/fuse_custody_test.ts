@@ -17,7 +17,7 @@
 import assert from "node:assert/strict";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 import { runToEnd, testOrSkip } from "../_helpers.ts";
-import { rootSkipReason } from "./_helpers.ts";
+import { rootSkipReason } from "../testbed/harness/sys_helpers.ts";
 
 const SOURCE = new URL("./_fuse_custody_probe.c", import.meta.url).pathname;
 

@@ -28,7 +28,7 @@ import {
   rootSkipReason,
   startRclone,
   tempDir,
-} from "./_helpers.ts";
+} from "../testbed/harness/sys_helpers.ts";
 
 const ROOT = rootSkipReason();
 const RCLONE = rcloneSkipReason();

@@ -11,7 +11,12 @@ import { findMount, mountsOfSource, readMountInfo } from "../../src/sys/mountinf
 import { waitMountReady } from "../../src/sys/mount_ready.ts";
 import { connectUnix } from "../../src/sys/unix_socket.ts";
 import { encodeMountMessage } from "../../src/mppod/mount_message.ts";
-import { privilegedTest, rcloneSkipReason, statusWithin, tempDir } from "./_helpers.ts";
+import {
+  privilegedTest,
+  rcloneSkipReason,
+  statusWithin,
+  tempDir,
+} from "../testbed/harness/sys_helpers.ts";
 
 const PEER = new URL("./_mounter_peer.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;

@@ -13,7 +13,7 @@ import {
   rootSkipReason,
   startRclone,
   tempDir,
-} from "./_helpers.ts";
+} from "../testbed/harness/sys_helpers.ts";
 
 async function run(cmd: string, ...args: string[]): Promise<void> {
   const r = await new Deno.Command(cmd, { args, stdout: "null", stderr: "piped" }).output();

@@ -1,7 +1,7 @@
 /** The shared {@link Sys} contract against the real kernel (root + /dev/fuse). */
 import { sysContract } from "../../src/sys/sys_contract.ts";
 import { RealSys } from "../../src/sys/sys.ts";
-import { rootSkipReason, tempDir } from "./_helpers.ts";
+import { rootSkipReason, tempDir } from "../testbed/harness/sys_helpers.ts";
 
 sysContract("RealSys", async () => {
   const dir = await tempDir("contract");

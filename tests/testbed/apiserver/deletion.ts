@@ -11,10 +11,10 @@
  *
  * @module
  */
-import type { Cluster } from "./cluster.ts";
 import { kubeTime } from "../../../src/kube/time.ts";
 import { clone, deepEqual, isObject, type JsonObject, meta } from "./json_value.ts";
 import { type ResourceType, storageKey } from "./resources.ts";
+import type { ObjectStore } from "./object_store.ts";
 import { conflict, notFound } from "./status_errors.ts";
 
 /** DeleteOptions that the emulator honours. */
@@ -38,11 +38,26 @@ export interface DeleteResult {
 }
 
 /**
+ * What deletion needs of the cluster: the `Cluster` of `cluster.ts` has all of it. Declared here,
+ * not imported, so that the cluster (which calls {@link deleteObject}) and this module form no
+ * import cycle.
+ */
+export interface DeletionHost {
+  readonly store: ObjectStore;
+  readonly podTerminationMs: number | undefined;
+  present(t: ResourceType, obj: JsonObject): JsonObject;
+  removeNow(t: ResourceType, obj: JsonObject): JsonObject | undefined;
+  later(ms: number, fn: () => void): void;
+  scheduleGc(): void;
+  delete(t: ResourceType, ns: string, name: string, opts?: DeleteOptions): DeleteResult;
+}
+
+/**
  * Delete an object. Objects with finalizers (and bound pods with a grace period) are only
  * marked with `deletionTimestamp`; everything else is removed and dependents are collected.
  */
 export function deleteObject(
-  c: Cluster,
+  c: DeletionHost,
   t: ResourceType,
   ns: string,
   name: string,
@@ -120,7 +135,7 @@ function podGrace(pod: JsonObject, requested: number | undefined): number {
   return g < 0 ? 1 : g;
 }
 
-function finishPod(c: Cluster, t: ResourceType, ns: string, name: string): void {
+function finishPod(c: DeletionHost, t: ResourceType, ns: string, name: string): void {
   try {
     c.delete(t, ns, name, { gracePeriodSeconds: 0 });
   } catch {

@@ -14,24 +14,45 @@
  *
  * @module
  */
-import type { Cluster } from "./cluster.ts";
+import type { DeleteOptions, DeleteResult } from "./deletion.ts";
+import type { ObjectStore } from "./object_store.ts";
 import { clone, isObject, type JsonObject, meta } from "./json_value.ts";
 import { logger } from "../../../src/util/log.ts";
-import { storageKey } from "./resources.ts";
+import { type ResourceRegistry, type ResourceType, storageKey } from "./resources.ts";
 
 const log = logger("apiserver", "gc");
 
 /** Delay before a scheduled sweep, so that bursts of writes are handled together. */
 const SWEEP_DELAY_MS = 5;
 
+/**
+ * What the collector needs of the cluster: the `Cluster` of `cluster.ts` has all of it. Declared
+ * here, not imported, so that the cluster (which owns a collector) and this module form no import
+ * cycle.
+ */
+export interface GcHost {
+  readonly store: ObjectStore;
+  readonly registry: ResourceRegistry;
+  typeOfStorageKey(sk: string): ResourceType | undefined;
+  delete(t: ResourceType, ns: string, name: string, opts?: DeleteOptions): DeleteResult;
+  commit(
+    t: ResourceType,
+    current: JsonObject,
+    proposed: JsonObject,
+    w: { readonly manager: string },
+    opts: { subresource?: string | undefined; track: boolean },
+  ): JsonObject;
+  finalizeIfReady(t: ResourceType, obj: JsonObject): void;
+}
+
 /** Removes dependents and completes system finalizers. */
 export class GarbageCollector {
-  #cluster: Cluster;
+  #cluster: GcHost;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #stopped = false;
 
   /** Create a collector for `cluster`. */
-  constructor(cluster: Cluster) {
+  constructor(cluster: GcHost) {
     this.#cluster = cluster;
   }
 

@@ -74,10 +74,25 @@ export function withEngine(mapping: ImageMapping, engineBin: string): ImageMappi
   return { ...mapping, env: (uid) => ({ ...(mapping.env?.(uid) ?? {}), PATH: path }) };
 }
 
-/** `deno run -A --cached-only <entry>` with a `DENO_DIR` per uid under the kubelet root. */
+/**
+ * `deno run -A --cached-only --node-modules-dir=manual <entry>` with a `DENO_DIR` per uid under
+ * the kubelet root. `manual`: the pod's (unprivileged) user only reads the checkout's
+ * `node_modules`, which root set up. With the checkout's default (`auto`) Deno re-links
+ * `node_modules` whenever its setup cache does not cover what it resolves (no `.bin/` yet, a
+ * missing or stale `.setup-cache.bin`, a root `deno` re-linking at that moment); as that user the
+ * write fails with EACCES and the mounter exits 1 before any of its code runs.
+ */
 export function mounterMapping(entry: string, kubeletRoot: string): ImageMapping {
   return {
-    argv: [Deno.execPath(), "run", "-A", "--quiet", "--cached-only", entry],
+    argv: [
+      Deno.execPath(),
+      "run",
+      "-A",
+      "--quiet",
+      "--cached-only",
+      "--node-modules-dir=manual",
+      entry,
+    ],
     env: (uid) => ({ DENO_DIR: `${kubeletRoot}/deno-dir/${uid}`, DENO_NO_UPDATE_CHECK: "1" }),
   };
 }

@@ -380,7 +380,7 @@ export class PodWorker {
       if (anyStarted) this.#phaseOverride = allZero ? "Succeeded" : "Failed";
       // Real kubelet PATCHes the terminal phase here, before unpublishing. The API emulator
       // removes a terminating pod as soon as its phase is terminal (a shortcut for runs without a
-      // kubelet, see docs/notes/emulator_requests.md), which would drop the object before
+      // kubelet, see "What is not emulated" in docs/apiserver.md), which would drop the object before
       // NodeUnpublishVolume; so the emulator reports the containers' exits but keeps the phase
       // until the final status below.
       const saved = this.#phaseOverride;

@@ -246,3 +246,13 @@ export class SupervisedProcess {
     return await this.status;
   }
 }
+
+/** The last warning or error line of a process log, shortened; undefined when there is none. */
+export async function lastProblem(path: string | undefined): Promise<string | undefined> {
+  if (!path) return undefined;
+  const text = await Deno.readTextFile(path).catch(() => "");
+  const line = text.trim().split("\n").findLast((l) =>
+    /\[(WRN|ERR|FTL)\]|"level":"(WARN|ERROR|FATAL)/i.test(l)
+  );
+  return line?.replace(/^.*?\[(WRN|ERR|FTL)\]\s*/, "").slice(0, 240);
+}

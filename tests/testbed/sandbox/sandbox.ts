@@ -2,10 +2,10 @@
  * `deno task sandbox`: the one-machine cluster on which the driver is shown end to end. The
  * control plane (API server, scheduler, PV binder, csi-provisioner) and the kubelet are emulated —
  * or, with `--real-apiserver`, the API server and PV binder are the real kube-apiserver and
- * kube-controller-manager; processes, FUSE, gRPC and S3 are real. Starts everything, runs the
- * walk-through (`scenario.ts`) or, with `--scenario NAME`, one scenario of `tests/scenarios/`,
- * prints each step, then tears it all down (after Ctrl-C with `--keep`) and checks that no driver
- * process crashed and nothing is left mounted or running. Exit 0 only when every step completed.
+ * kube-controller-manager; processes, FUSE, gRPC and S3 are real. Starts everything, runs one
+ * scenario of `tests/scenarios/` (`--scenario NAME`; by default the walk-through), prints each
+ * step, then tears it all down (after Ctrl-C with `--keep`) and checks that no driver process
+ * crashed and nothing is left mounted or running. Exit 0 only when every step completed.
  *
  * @module
  */
@@ -13,9 +13,8 @@ import type { ParsedConfig } from "../../../src/util/config.ts";
 import { configureLogging, type LOG_OPTIONS } from "../../../src/util/log.ts";
 import { SandboxEnv } from "./sandbox_env.ts";
 import type { SANDBOX_OPTIONS } from "./sandbox_options.ts";
-import { runScenario } from "./scenario.ts";
-import { runRegisteredScenario } from "./run_scenario.ts";
-import { scenarioNamed } from "../../scenarios/registry.ts";
+import { runRegisteredScenario, scenarioCluster } from "./run_scenario.ts";
+import { DEFAULT_SCENARIO, scenarioNamed } from "../../scenarios/registry.ts";
 import { StepReporter } from "./step_reporter.ts";
 import type { S3Choice } from "./s3_server.ts";
 import type { Engine } from "../../../src/mppod/mount_message.ts";
@@ -53,15 +52,22 @@ export async function runSandbox(
     },
   });
   const r = new StepReporter();
-  const scenarioId = config.scenario;
-  const scenario = scenarioId ? scenarioNamed(scenarioId) : undefined;
-  if (scenarioId && !config["real-node"]) {
+  const scenarioId = config.scenario ?? DEFAULT_SCENARIO;
+  const scenario = scenarioNamed(scenarioId)!; // --scenario's choices are the registry's names
+  if (scenario.realNodeOnly && !config["real-node"]) {
     r.line(`--scenario ${scenarioId} runs on the real node: add --real-node.`);
     logFile.close();
     return 2;
   }
-  // "Every step completed": with a scenario, a skipped step fails the run too.
-  if (scenario) r.failOnSkip = true;
+  if (!config["real-node"] && scenario.nodes > config.nodes) {
+    r.line(
+      `--scenario ${scenarioId} needs ${scenario.nodes} nodes: add --nodes ${scenario.nodes}.`,
+    );
+    logFile.close();
+    return 2;
+  }
+  // "Every step completed": with a scenario asked for, a skipped step fails the run too.
+  if (config.scenario) r.failOnSkip = true;
   if (config["real-node"] && (config["real-apiserver"] || config["without-controller"])) {
     r.line("--real-node runs the deployed driver on a real cluster: it takes neither");
     r.line("--real-apiserver nor --without-controller.");
@@ -99,7 +105,7 @@ export async function runSandbox(
     withoutController: config["without-controller"],
     realApiserver: config["real-apiserver"],
     realNode: config["real-node"],
-    realNodes: scenario?.nodes ?? 1,
+    realNodes: scenario.nodes,
     timeoutMs: config.timeout,
   }, r);
   try {
@@ -117,26 +123,23 @@ export async function runSandbox(
         "  kubectl get nodes,pv,pvc,sc -A && kubectl get pods -A -o wide && kubectl get s3pa -A",
       );
       r.line("  kubectl get events -A --sort-by=.lastTimestamp");
-      if (!env.real && !env.realNode) r.line(`  kubectl logs -n ${env.namespace} sandbox-writer`);
+      if (!env.real && !env.realNode && scenarioId === DEFAULT_SCENARIO) {
+        r.line(`  kubectl logs -n ${env.namespace} sandbox-writer`);
+      }
       r.line(
         env.realNode?.node
           ? `logs: ${dir}/logs (image build, deploy), ${env.realNode.node.state}/logs (cluster), ${env.realNode.node.state}/pod-logs (containers)`
           : `logs: ${dir}/logs (driver processes), ${dir}/node-*/kubelet/pod-logs (containers)`,
       );
       r.line();
-      if (scenario) {
-        const cluster = env.scenarioCluster();
-        try {
-          await runRegisteredScenario(cluster, r, scenarioId!, scenario);
-        } finally {
-          await cluster.dispose();
-        }
-      } else {
-        await runScenario(env, r, {
-          bucket: `sandbox-${env.runId}`,
-          timeoutMs: config.timeout,
-          keepWorkload: config.keep,
-        });
+      const cluster = scenarioCluster(env, dir, {
+        stepTimeoutMs: config.timeout,
+        keepWorkloads: config.keep,
+      });
+      try {
+        await runRegisteredScenario(cluster, r, scenarioId, scenario);
+      } finally {
+        await cluster.dispose();
       }
       if (config.keep && !signal.aborted) {
         r.line();
@@ -146,7 +149,7 @@ export async function runSandbox(
     }
   } finally {
     r.line();
-    await closingCheck(env, r);
+    await closingCheck(env, r, dir);
     await env.drain();
     await env.stop();
     await checkNoCrashes(r, env.crashes());
@@ -165,12 +168,12 @@ export async function runSandbox(
 
 /**
  * The closing check of the Mountpoint Pods and workloads, while they still run (before the drain),
- * where the sandbox has a cluster the scenarios can see (the real node; the emulated sandbox's
- * adapter lives in the e2e tier for now).
+ * on the real node (the emulated sandbox's cluster, `E2E`, has the same check: the e2e tier runs
+ * it; the sandbox could too).
  */
-async function closingCheck(env: SandboxEnv, r: StepReporter): Promise<void> {
+async function closingCheck(env: SandboxEnv, r: StepReporter, dir: string): Promise<void> {
   if (!env.realNode?.node || !env.s3) return;
-  const cluster = env.scenarioCluster();
+  const cluster = scenarioCluster(env, dir, { stepTimeoutMs: 60_000, keepWorkloads: false });
   try {
     await checkMountpointsAndWorkloads(r, cluster);
   } finally {

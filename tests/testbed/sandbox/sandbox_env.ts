@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { HeadBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { S3Client } from "@aws-sdk/client-s3";
 import { renderManifests } from "../../../src/deploy/render.ts";
 import { resourceOf } from "../../../src/deploy/kinds.ts";
 import { defaultValues } from "../../../src/deploy/values.ts";
@@ -39,7 +39,6 @@ import { logger } from "../../../src/util/log.ts";
 import { ChildProcess, type Crash, SupervisedProcess } from "./child_process.ts";
 import { type RealTier, startRealTier } from "./kube_real.ts";
 import { RealNodeParts } from "./real_node_parts.ts";
-import { RealNodeCluster } from "../services/real_node/cluster.ts";
 import { type S3Choice, type S3Server, startS3Server } from "./s3_server.ts";
 import type { Engine } from "../../../src/mppod/mount_message.ts";
 import { findEngineBin, prepareMounterImage, withEngine } from "../kubelet/mounter_image.ts";
@@ -696,34 +695,5 @@ export class SandboxEnv {
       return false;
     });
     return `${n} object(s) deleted${gone ? "" : " (namespaces still terminating)"}`;
-  }
-
-  /**
-   * The cluster as the scenarios of `tests/scenarios/` see it (`--scenario`); on the real node
-   * only, for now (the emulated sandbox's adapter lives in the e2e tier).
-   */
-  scenarioCluster(): RealNodeCluster {
-    const parts = this.realNode;
-    if (!parts?.node || !this.s3) throw new Error("--scenario runs on the real node only");
-    return new RealNodeCluster(
-      parts.node,
-      this.s3.env,
-      this.namespace,
-      () => parts.worker ? [parts.worker] : [],
-      parts.versions(),
-    );
-  }
-
-  /** True when `bucket` exists in S3 (HeadBucket); false on 404. */
-  async bucketExists(bucket: string): Promise<boolean> {
-    try {
-      await this.s3Client!.send(new HeadBucketCommand({ Bucket: bucket }));
-      return true;
-    } catch (err) {
-      const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata
-        ?.httpStatusCode;
-      if (status === 404 || (err as Error).name === "NotFound") return false;
-      throw err;
-    }
   }
 }

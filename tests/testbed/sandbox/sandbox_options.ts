@@ -4,7 +4,7 @@
  * @module
  */
 import type { OptionSpecs } from "../../../src/util/config.ts";
-import { scenarioHelp, SCENARIOS } from "../../scenarios/registry.ts";
+import { DEFAULT_SCENARIO, scenarioHelp, SCENARIOS } from "../../scenarios/registry.ts";
 
 /** S3 server choices. */
 export const S3_CHOICES = ["auto", "versitygw", "rgw", "s3rver"] as const;
@@ -66,7 +66,7 @@ export const SANDBOX_OPTIONS = {
     type: "string",
     choices: Object.keys(SCENARIOS),
     description:
-      `Run this scenario of tests/scenarios/ (the modules the e2e and real-node tiers run) instead of the walk-through; with --real-node (a second node is started when it needs two). Exit 0 only when every step completed (a skipped step fails too). Scenarios: ${scenarioHelp()}`,
+      `The scenario of tests/scenarios/ to run (the modules the e2e and real-node tiers run); default ${DEFAULT_SCENARIO}. Those marked --real-node need it (a second real node is started for one that needs two). With --scenario, exit 0 only when every step completed (a skipped step fails too). Scenarios: ${scenarioHelp()}`,
   },
   "without-controller": {
     type: "boolean",

@@ -2,7 +2,7 @@
  * A JWKS endpoint for the real kube-apiserver's service account keys **with `x5c` certificates**,
  * for OIDC consumers that need them: Ceph RGW 16 verifies a web identity token only with the
  * certificate in a key's `x5c` and refuses the apiserver's own JWKS, which has only `n`/`e`
- * (`docs/notes/rgw16_pod_identity.md`). The apiserver stays the issuer: it signs the tokens and
+ * (`tests/testbed/services/s3/README.md`). The apiserver stays the issuer: it signs the tokens and
  * serves the discovery document, whose `jwks_uri` (`--service-account-jwks-uri`) points here.
  *
  * The certificate carries the apiserver's public signing key and is issued by a throwaway test CA

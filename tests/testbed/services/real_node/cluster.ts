@@ -337,7 +337,7 @@ export class RealNodeCluster extends ScenarioCluster {
   }
 
   /** Close the API client and the S3 clients. */
-  async dispose(): Promise<void> {
+  override async dispose(): Promise<void> {
     this.close();
     await this.#client.close();
   }

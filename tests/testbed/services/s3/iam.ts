@@ -60,7 +60,7 @@ export async function iamCall(t: IamTarget, params: Record<string, string>): Pro
 /**
  * Register an OIDC provider (`url` without its scheme is how RGW names it) for the audience
  * `clientId`. Ceph RGW 16 requires a thumbprint but does not compare it with the certificates it
- * gets (see `docs/notes/rgw16_pod_identity.md`); `thumbprint` is stored as given.
+ * gets (see `tests/testbed/services/s3/README.md`); `thumbprint` is stored as given.
  */
 export async function createOidcProvider(
   t: IamTarget,

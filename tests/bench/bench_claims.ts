@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { PersistentVolumeClaim } from "../src/kube/types.ts";
+import type { PersistentVolumeClaim } from "../../src/kube/types.ts";
 
 /** Binding annotation the PV binder sets on a claim once it has completed the binding. */
 const BIND_COMPLETED = "pv.kubernetes.io/bind-completed";

@@ -6,7 +6,7 @@
  */
 import { Buffer } from "node:buffer";
 import { connect, createServer, type Server as NetServer, type Socket } from "node:net";
-import { freePort } from "../_helpers.ts";
+import { freePort } from "../../_helpers.ts";
 
 /** What the proxy saw. */
 export interface ProxyLog {

@@ -1,16 +1,16 @@
 /**
  * What the session tests and the session benchmark share: a mount served through the supervisor
- * ({@link supervise}), the workload process (`_workload.ts`), its report, and the pause a workload
+ * ({@link supervise}), the workload process (`engine_workload.ts`), its report, and the pause a workload
  * saw after an engine was stopped.
  *
  * @module
  */
-import { clearCloexec, closeFd, mountFuse, openFuse, unmount } from "../../src/sys/mount.ts";
-import { readMountInfo } from "../../src/sys/mountinfo.ts";
-import { type Running, spawn, waitFor } from "../_helpers.ts";
-import { engineBin, engineEnv, type Server } from "./_engine.ts";
+import { clearCloexec, closeFd, mountFuse, openFuse, unmount } from "../../../src/sys/mount.ts";
+import { readMountInfo } from "../../../src/sys/mountinfo.ts";
+import { type Running, spawn, waitFor } from "../../_helpers.ts";
+import { engineBin, engineEnv, type Server } from "./engine.ts";
 
-const WORKLOAD = new URL("./_workload.ts", import.meta.url).pathname;
+const WORKLOAD = new URL("./engine_workload.ts", import.meta.url).pathname;
 
 /** One operation of the workload (epoch milliseconds). */
 export interface WorkloadOp {

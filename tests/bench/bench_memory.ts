@@ -20,19 +20,19 @@
  * Each figure is the median of `--runs` starts (VmRSS 8 s after start; anonymous and file-backed
  * parts beside it: the file-backed part is the Deno binary's own pages).
  *
- * Usage: `deno run -A scripts/bench_memory.ts [--runs=5]` — prints a Markdown section.
+ * Usage: `deno run -A tests/bench/bench_memory.ts [--runs=5]` — prints a Markdown section.
  *
  * @module
  */
 import { parseArgs } from "node:util";
-import { fromFileUrl } from "./_gen_util.ts";
-import { COMPONENTS, imageEnv, V8_FLAGS } from "./build.ts";
-import { s3paCrd } from "../src/api/mountpoint_s3_pod_attachment.ts";
-import { kubeConfigFromFile } from "../src/kube/kube_config.ts";
-import { CRDS } from "../src/kube/resources.ts";
-import { RestKubeClient } from "../src/kube/rest_client.ts";
+import { fromFileUrl } from "../../scripts/_gen_util.ts";
+import { COMPONENTS, imageEnv, V8_FLAGS } from "../../scripts/build.ts";
+import { s3paCrd } from "../../src/api/mountpoint_s3_pod_attachment.ts";
+import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
+import { CRDS } from "../../src/kube/resources.ts";
+import { RestKubeClient } from "../../src/kube/rest_client.ts";
 
-const ROOT = fromFileUrl(new URL("../", import.meta.url));
+const ROOT = fromFileUrl(new URL("../../", import.meta.url));
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
 
 type Name = "node" | "controller" | "mounter";

@@ -3,7 +3,7 @@
  * that starts programs must not hold files on a mount whose engine is being restarted — closing
  * them at exec time waits for the engine).
  *
- *   deno run -A tests/engine/_workload.ts <dir> <held-file> <stop-file> <report.json>
+ *   deno run -A tests/testbed/harness/engine_workload.ts <dir> <held-file> <stop-file> <report.json>
  *
  * It makes `<dir>` its working directory (a directory held as cwd across engine restarts), opens
  * `<held-file>` (relative to it) for reading and keeps it open, then loops until `<stop-file>`
@@ -18,7 +18,9 @@
 const [dir, held, stopFile, reportPath] = Deno.args;
 if (!dir || !held || !stopFile || !reportPath) {
   Deno.stderr.writeSync(
-    new TextEncoder().encode("usage: _workload.ts <dir> <held-file> <stop-file> <report.json>\n"),
+    new TextEncoder().encode(
+      "usage: engine_workload.ts <dir> <held-file> <stop-file> <report.json>\n",
+    ),
   );
   Deno.exit(2);
 }

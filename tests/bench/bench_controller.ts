@@ -28,10 +28,10 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import type { MountpointS3PodAttachment } from "../src/api/mountpoint_s3_pod_attachment.ts";
-import { s3paCrd, S3PAS } from "../src/api/mountpoint_s3_pod_attachment.ts";
-import { Informer } from "../src/kube/informer.ts";
-import { kubeConfigFromFile } from "../src/kube/kube_config.ts";
+import type { MountpointS3PodAttachment } from "../../src/api/mountpoint_s3_pod_attachment.ts";
+import { s3paCrd, S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
+import { Informer } from "../../src/kube/informer.ts";
+import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
 import {
   CRDS,
   NAMESPACES,
@@ -41,15 +41,15 @@ import {
   PVCS,
   PVS,
   SERVICE_ACCOUNTS,
-} from "../src/kube/resources.ts";
-import { RestKubeClient } from "../src/kube/rest_client.ts";
-import type { PersistentVolumeClaim } from "../src/kube/types.ts";
-import { fromFileUrl } from "./_gen_util.ts";
+} from "../../src/kube/resources.ts";
+import { RestKubeClient } from "../../src/kube/rest_client.ts";
+import type { PersistentVolumeClaim } from "../../src/kube/types.ts";
+import { fromFileUrl } from "../../scripts/_gen_util.ts";
 import { unsettledClaims } from "./bench_claims.ts";
-import { imageEnv, V8_FLAGS } from "./build.ts";
-import { preboundClaim, preboundPv } from "../tests/testbed/control_plane/prebound_volume.ts";
+import { imageEnv, V8_FLAGS } from "../../scripts/build.ts";
+import { preboundClaim, preboundPv } from "../testbed/control_plane/prebound_volume.ts";
 
-const ROOT = fromFileUrl(new URL("../", import.meta.url));
+const ROOT = fromFileUrl(new URL("../../", import.meta.url));
 const out = (s: string) => Deno.stdout.writeSync(new TextEncoder().encode(`${s}\n`));
 const note = (s: string) => Deno.stderr.writeSync(new TextEncoder().encode(`bench: ${s}\n`));
 

@@ -5,13 +5,18 @@
  *
  * @module
  */
-import { s3paCrd } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import type { KubeClient } from "../../src/kube/client.ts";
-import { CRDS, NAMESPACES, PRIORITY_CLASSES, SERVICE_ACCOUNTS } from "../../src/kube/resources.ts";
-import { RestKubeClient } from "../../src/kube/rest_client.ts";
-import { kubeConfigFromFile } from "../../src/kube/kube_config.ts";
-import { startApiServer } from "../testbed/apiserver/api_server.ts";
-import { realTierSkipReason, testOrSkip, waitFor } from "../_helpers.ts";
+import { s3paCrd } from "../../../src/api/mountpoint_s3_pod_attachment.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import {
+  CRDS,
+  NAMESPACES,
+  PRIORITY_CLASSES,
+  SERVICE_ACCOUNTS,
+} from "../../../src/kube/resources.ts";
+import { RestKubeClient } from "../../../src/kube/rest_client.ts";
+import { kubeConfigFromFile } from "../../../src/kube/kube_config.ts";
+import { startApiServer } from "../apiserver/api_server.ts";
+import { realTierSkipReason, testOrSkip, waitFor } from "../../_helpers.ts";
 
 /** A cluster to test against. */
 export interface TestCluster extends AsyncDisposable {

@@ -1,37 +1,35 @@
 /**
- * The e2e tier's harness: one sandbox ({@link SandboxEnv}: API emulator, scheduler, PV binder,
- * kubelet emulators, node plugin processes, Ceph RGW of its own) per test file, plus the controller
- * process serving the CSI Controller service and the csi-provisioner emulation, so static and
- * dynamic volumes both work. Each scenario is a `t.step` that creates objects with unique names
- * and deletes them again; the sandbox is stopped at the end of the file's test and the run fails
- * when a Mountpoint Pod is not released, a driver process crashed (a node plugin restart counts),
- * or anything is left mounted or running under its state dir.
+ * One running sandbox ({@link SandboxEnv}: API emulator or the real kube-apiserver, scheduler, PV
+ * binder, kubelet emulators, node plugin processes, an S3 server) as a {@link ScenarioCluster}:
+ * `deno task sandbox` runs the scenarios of `tests/scenarios/` on it, and so does the e2e tier,
+ * whose harness is the rest of this module: one sandbox (Ceph RGW of its own) per test file, plus
+ * the controller process serving the CSI Controller service and the csi-provisioner emulation, so
+ * static and dynamic volumes both work. Each scenario is a `t.step` that creates objects with
+ * unique names and deletes them again; the sandbox is stopped at the end of the file's test and
+ * the run fails when a Mountpoint Pod is not released, a driver process crashed (a node plugin
+ * restart counts), or anything is left mounted or running under its state dir.
  *
  * Needs root, /dev/fuse, rclone and Ceph RGW (`radosgw`); skips with the reason otherwise.
  *
  * @module
  */
 import assert from "node:assert/strict";
-import type { KubeClient } from "../../src/kube/client.ts";
-import { PODS } from "../../src/kube/resources.ts";
-import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../src/mppod/labels.ts";
-import {
-  type HostProcess,
-  hostProcesses,
-  processTree,
-} from "../testbed/services/real_node/host.ts";
-import type { Pod } from "../testbed/kubelet/k8s_types.ts";
-import { CSI_PLUGIN_DIR, csiTargetPath, podVolumesDir } from "../testbed/kubelet/kubelet_paths.ts";
-import { CREDENTIALS_FILE } from "../../src/node/credentials.ts";
-import { describeCrashes } from "../testbed/sandbox/child_process.ts";
-import { cleanUpLeftovers, leftoversOf, processesUsing } from "../testbed/sandbox/leftovers.ts";
-import { SandboxEnv } from "../testbed/sandbox/sandbox_env.ts";
-import type { S3Env } from "../testbed/sandbox/s3_server.ts";
-import { StepReporter } from "../testbed/sandbox/step_reporter.ts";
-import { type MountInfo, readMountInfo } from "../../src/sys/mountinfo.ts";
-import { errorMessage } from "../../src/util/errors.ts";
-import { runToEnd, testOrSkip } from "../_helpers.ts";
-import { findFiles, type Scenario, ScenarioCluster, stepsOf } from "../scenarios/cluster.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { PODS } from "../../../src/kube/resources.ts";
+import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../../src/mppod/labels.ts";
+import { type HostProcess, hostProcesses, processTree } from "../services/real_node/host.ts";
+import type { Pod } from "../kubelet/k8s_types.ts";
+import { CSI_PLUGIN_DIR, csiTargetPath, podVolumesDir } from "../kubelet/kubelet_paths.ts";
+import { CREDENTIALS_FILE } from "../../../src/node/credentials.ts";
+import { describeCrashes } from "../sandbox/child_process.ts";
+import { cleanUpLeftovers, leftoversOf, processesUsing } from "../sandbox/leftovers.ts";
+import { SandboxEnv } from "../sandbox/sandbox_env.ts";
+import type { S3Env } from "../sandbox/s3_server.ts";
+import { StepReporter } from "../sandbox/step_reporter.ts";
+import { type MountInfo, readMountInfo } from "../../../src/sys/mountinfo.ts";
+import { errorMessage } from "../../../src/util/errors.ts";
+import { runToEnd, testOrSkip } from "../../_helpers.ts";
+import { findFiles, type Scenario, ScenarioCluster, stepsOf } from "../../scenarios/cluster.ts";
 
 /** Namespace of the workloads. */
 export const NS = "default";
@@ -78,8 +76,13 @@ export class E2E extends ScenarioCluster {
     return this.env.s3!.env;
   }
 
+  /** `default` on the API emulator (and in the e2e tier); unique per run on the real tier. */
   get ns(): string {
-    return NS;
+    return this.env.namespace;
+  }
+
+  override get mpNamespace(): string {
+    return this.env.mpNamespace;
   }
 
   get kubeconfig(): string {
@@ -105,7 +108,7 @@ export class E2E extends ScenarioCluster {
   async log(pod: Pod, container = "main"): Promise<string> {
     for (const n of this.env.nodes) {
       const path = n.kubelet.containerLogPath(pod.metadata.uid, container) ??
-        `${n.root}/pod-logs/${NS}_${pod.metadata.name}_${pod.metadata.uid}/${container}/0.log`;
+        `${n.root}/pod-logs/${pod.metadata.namespace}_${pod.metadata.name}_${pod.metadata.uid}/${container}/0.log`;
       const text = await Deno.readTextFile(path).catch(() => undefined);
       if (text !== undefined) return text;
     }

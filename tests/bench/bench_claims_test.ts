@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { PersistentVolumeClaim } from "../src/kube/types.ts";
+import type { PersistentVolumeClaim } from "../../src/kube/types.ts";
 import { unsettledClaims } from "./bench_claims.ts";
 
 function claim(name: string, phase?: string, bindCompleted?: string): PersistentVolumeClaim {

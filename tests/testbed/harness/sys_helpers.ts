@@ -4,10 +4,10 @@
  *
  * @module
  */
-import { testOrSkip } from "../_helpers.ts";
-import { TimeoutError } from "../../src/util/errors.ts";
-import { clearCloexec, closeFd, mountFuse, openFuse, unmount } from "../../src/sys/mount.ts";
-import { normalizeMountPath, readMountInfo } from "../../src/sys/mountinfo.ts";
+import { testOrSkip } from "../../_helpers.ts";
+import { TimeoutError } from "../../../src/util/errors.ts";
+import { clearCloexec, closeFd, mountFuse, openFuse, unmount } from "../../../src/sys/mount.ts";
+import { normalizeMountPath, readMountInfo } from "../../../src/sys/mountinfo.ts";
 
 function commandExists(name: string): boolean {
   try {

@@ -17,10 +17,10 @@ import {
   type S3Client,
 } from "@aws-sdk/client-s3";
 import { createHash } from "node:crypto";
-import { emptyAndDeleteBucket } from "../node/_s3_cleanup.ts";
-import { freePort, ROOT, type Running, spawn, testOrSkip, waitFor } from "../_helpers.ts";
-import { S3ClientFactory } from "../../src/s3/client_factory.ts";
-import { readMountInfo } from "../../src/sys/mountinfo.ts";
+import { emptyAndDeleteBucket } from "./s3_cleanup.ts";
+import { freePort, ROOT, type Running, spawn, testOrSkip, waitFor } from "../../_helpers.ts";
+import { S3ClientFactory } from "../../../src/s3/client_factory.ts";
+import { readMountInfo } from "../../../src/sys/mountinfo.ts";
 
 /** Environment lines of a test S3 server (the keys rgw_start.sh prints). */
 export type ServerEnv = Record<string, string>;

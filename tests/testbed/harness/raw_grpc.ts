@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { encodeHeaders, type HeaderField, HpackDecoder } from "../../src/csi/grpc/hpack.ts";
+import { encodeHeaders, type HeaderField, HpackDecoder } from "../../../src/csi/grpc/hpack.ts";
 import {
   DEFAULT_WINDOW,
   Flag,
@@ -18,8 +18,8 @@ import {
   readU32,
   Setting,
   settingsFrame,
-} from "../../src/csi/grpc/http2_frames.ts";
-import { waitFor } from "../../src/util/wait_for.ts";
+} from "../../../src/csi/grpc/http2_frames.ts";
+import { waitFor } from "../../../src/util/wait_for.ts";
 
 /** A frame received. */
 export interface RawFrame {

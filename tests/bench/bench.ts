@@ -8,33 +8,33 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { fromFileUrl } from "./_gen_util.ts";
+import { fromFileUrl } from "../../scripts/_gen_util.ts";
 
-const ROOT = fromFileUrl(new URL("../", import.meta.url));
+const ROOT = fromFileUrl(new URL("../../", import.meta.url));
 
 /** Benchmarks: name → script and what it needs. */
 export const BENCHMARKS = {
   controller: {
-    script: "scripts/bench_controller.ts",
+    script: "tests/bench/bench_controller.ts",
     needs:
       "nothing for the emulator scale; the real-tier scales start their own kube-apiserver (tests/testbed/services/kube_real, built from Go modules)",
   },
   node: {
-    script: "scripts/bench_node.ts",
+    script: "tests/bench/bench_node.ts",
     needs:
       "root, /dev/fuse, mount-s3 (scripts/build_engine.sh), rclone and versitygw (Go); the upstream mount-s3 column: scripts/build_upstream_engine.sh or UPSTREAM_MOUNT_S3",
   },
   engine: {
-    script: "scripts/bench_engine.ts",
+    script: "tests/bench/bench_engine.ts",
     needs:
       "root, /dev/fuse, mount-s3 (scripts/build_engine.sh), versitygw (Go); the upstream column: scripts/build_upstream_engine.sh or UPSTREAM_MOUNT_S3",
   },
   memory: {
-    script: "scripts/bench_memory.ts",
+    script: "tests/bench/bench_memory.ts",
     needs: "nothing but deno: the API emulator and the bundles of deno task build",
   },
   session: {
-    script: "scripts/bench_session.ts",
+    script: "tests/bench/bench_session.ts",
     needs: "root, /dev/fuse, mount-s3 and s3-csi-supervisor (scripts/build_engine.sh), versitygw",
   },
 } as const;

@@ -1,7 +1,7 @@
 /**
  * Harness of the engine-through-the-node tier: the node plugin process → the mounter (uid 1000,
  * as a Mountpoint Pod) → our `mount-s3` on real FUSE, against a private versitygw (HTTP, or HTTPS
- * with a private CA). It is the node tier's harness (`tests/node/_harness.ts`) with
+ * with a private CA). It is the node tier's harness (`tests/testbed/harness/node_harness.ts`) with
  * `s3: "versitygw"`, whose default engine is mount-s3; this file adds one-call publishing of a
  * volume with given mount options and attributes.
  *
@@ -11,7 +11,7 @@
  *
  * @module
  */
-import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
+import type { NodePublishVolumeRequest } from "../../../src/csi/gen/csi_types.ts";
 import {
   type Harness,
   type HarnessOptions,
@@ -21,8 +21,8 @@ import {
   nodeTest,
   skipReason,
   startHarness,
-} from "../node/_harness.ts";
-import { runToEnd, waitFor } from "../_helpers.ts";
+} from "./node_harness.ts";
+import { runToEnd, waitFor } from "../../_helpers.ts";
 
 /** Harness options of this tier. */
 export const TIER = { s3: "versitygw" } as const;

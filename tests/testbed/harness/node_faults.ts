@@ -15,10 +15,10 @@ import {
   PutObjectCommand,
   S3Client,
 } from "@aws-sdk/client-s3";
-import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
-import { readMountInfo } from "../../src/sys/mountinfo.ts";
-import { unmountAllUnder } from "../sys/_helpers.ts";
-import { type Running, runToEnd, spawn, testOrSkip, waitFor } from "../_helpers.ts";
+import type { NodePublishVolumeRequest } from "../../../src/csi/gen/csi_types.ts";
+import { readMountInfo } from "../../../src/sys/mountinfo.ts";
+import { unmountAllUnder } from "./sys_helpers.ts";
+import { type Running, runToEnd, spawn, testOrSkip, waitFor } from "../../_helpers.ts";
 import {
   ensureWorkDir,
   type Harness,
@@ -27,10 +27,10 @@ import {
   type S3Choice,
   skipReason,
   startHarness,
-} from "../node/_harness.ts";
-import { emptyAndDeleteBucket } from "../node/_s3_cleanup.ts";
+} from "./node_harness.ts";
+import { emptyAndDeleteBucket } from "./s3_cleanup.ts";
 
-const PUBLISH_ONCE = new URL("./_publish_once.ts", import.meta.url).pathname;
+const PUBLISH_ONCE = new URL("./publish_once.ts", import.meta.url).pathname;
 
 function commandExists(name: string): boolean {
   try {

@@ -5,23 +5,23 @@
  * @module
  */
 import { KubeConfig } from "@kubernetes/client-node";
-import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.ts";
-import { CsiServer } from "../../src/csi/server.ts";
+import { type ApiServer, startApiServer } from "../apiserver/api_server.ts";
+import { CsiServer } from "../../../src/csi/server.ts";
 import type {
   NodeGetCapabilitiesResponse,
   NodeGetVolumeStatsRequest,
   NodePublishVolumeRequest,
   NodeServiceCapability_RPC_Type,
   NodeUnpublishVolumeRequest,
-} from "../../src/csi/gen/csi_types.ts";
-import { CsiError } from "../../src/csi/errors.ts";
-import { RestKubeClient } from "../../src/kube/rest_client.ts";
-import type { KubeClient } from "../../src/kube/client.ts";
-import { Kubelet, type KubeletOptions } from "../testbed/kubelet/kubelet.ts";
-import { prepareMounterImage } from "../testbed/kubelet/mounter_image.ts";
-import { VolumeBinder } from "../testbed/control_plane/volume_binder.ts";
-import { DRIVER_NAME } from "../../src/util/version.ts";
-import { CSI_DRIVERS } from "../../src/kube/resources.ts";
+} from "../../../src/csi/gen/csi_types.ts";
+import { CsiError } from "../../../src/csi/errors.ts";
+import { RestKubeClient } from "../../../src/kube/rest_client.ts";
+import type { KubeClient } from "../../../src/kube/client.ts";
+import { Kubelet, type KubeletOptions } from "../kubelet/kubelet.ts";
+import { prepareMounterImage } from "../kubelet/mounter_image.ts";
+import { VolumeBinder } from "../control_plane/volume_binder.ts";
+import { DRIVER_NAME } from "../../../src/util/version.ts";
+import { CSI_DRIVERS } from "../../../src/kube/resources.ts";
 
 /** Calls received by the test node server, in order. */
 export type Call =

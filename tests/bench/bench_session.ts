@@ -26,7 +26,7 @@
  *
  * Prints a Markdown section (`## session`) for `deno task bench`.
  *
- * Usage: `deno run -A scripts/bench_session.ts [--runs=5] [--size-mib=256] [--publishes=20]
+ * Usage: `deno run -A tests/bench/bench_session.ts [--runs=5] [--size-mib=256] [--publishes=20]
  * [--kills=10] [--pods=5] [--library-engine=PATH] [--before-engine=PATH]
  * [--only=throughput,publish,pauses,memory]`
  *
@@ -42,10 +42,10 @@ import {
   tempBucket,
   testBytes,
   versitygwReason,
-} from "../tests/engine/_engine.ts";
-import { pauseAfter, startWorkload, supervise } from "../tests/engine/_session.ts";
-import { percentile, runToEnd } from "../tests/_helpers.ts";
-import { enginePid, publishVolume, startEngineNode } from "../tests/engine_node/_engine_node.ts";
+} from "../testbed/harness/engine.ts";
+import { pauseAfter, startWorkload, supervise } from "../testbed/harness/engine_session.ts";
+import { percentile, runToEnd } from "../_helpers.ts";
+import { enginePid, publishVolume, startEngineNode } from "../testbed/harness/engine_node.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -308,7 +308,7 @@ async function main(): Promise<number> {
   const ratio = (a: number, b: number) =>
     `${a >= b ? "+" : "−"}${Math.abs((a / b - 1) * 100).toFixed(1)} %`;
   out(
-    `\`deno run -A scripts/bench_session.ts --runs=${RUNS} --publishes=${PUBLISHES} --kills=${KILLS}` +
+    `\`deno run -A tests/bench/bench_session.ts --runs=${RUNS} --publishes=${PUBLISHES} --kills=${KILLS}` +
       `${LIBRARY ? " --library-engine=…" : ""}${
         BEFORE ? " --before-engine=…" : ""
       }\`: mount-s3 alone vs through s3-csi-supervisor with a` +

@@ -20,7 +20,7 @@
  * Engines get exactly the environment they are given (no RUST_BACKTRACE: it makes upstream's start
  * several times slower); ours serves its Prometheus metrics as in a Mountpoint Pod.
  *
- * Usage: `deno run -A scripts/bench_engine.ts [--runs=10] [--size-mib=256] [--read-ahead-kb=256]
+ * Usage: `deno run -A tests/bench/bench_engine.ts [--runs=10] [--size-mib=256] [--read-ahead-kb=256]
  *   [--engine name=/path ...]` — prints a Markdown section (used by `deno task bench`).
  *
  * @module
@@ -37,10 +37,10 @@ import {
   tempBucket,
   testBytes,
   versitygwReason,
-} from "../tests/engine/_engine.ts";
-import { freePort, runToEnd, spawn } from "../tests/_helpers.ts";
-import { findMount, readMountInfo } from "../src/sys/mountinfo.ts";
-import { readProcStat } from "./proc_stat.ts";
+} from "../testbed/harness/engine.ts";
+import { freePort, runToEnd, spawn } from "../_helpers.ts";
+import { findMount, readMountInfo } from "../../src/sys/mountinfo.ts";
+import { readProcStat } from "../../scripts/proc_stat.ts";
 
 /** Where scripts/build_upstream_engine.sh keeps its builds. */
 export const UPSTREAM_CACHE = Deno.env.get("S3CSI_UPSTREAM_CACHE") ??

@@ -17,49 +17,50 @@
  * @module
  */
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
-import { emptyAndDeleteBucket } from "./_s3_cleanup.ts";
-import { type ApiServer, startApiServer } from "../testbed/apiserver/api_server.ts";
+import { emptyAndDeleteBucket } from "./s3_cleanup.ts";
+import { type ApiServer, startApiServer } from "../apiserver/api_server.ts";
 import {
   type MountpointS3PodAttachment,
   s3paCrd,
   type S3paSpec,
-} from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import { API_VERSION } from "../../src/api/group_version.ts";
-import { connectCsi, type CsiClient } from "../../src/csi/client.ts";
-import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
-import type { KubeClient, KubeObject } from "../../src/kube/client.ts";
-import type { Pod } from "../../src/kube/types.ts";
-import { loadKubeConfig } from "../../src/kube/kube_config.ts";
-import { RestKubeClient } from "../../src/kube/rest_client.ts";
-import { NAMESPACES, NODES, PODS, type Resource } from "../../src/kube/resources.ts";
-import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import { TAINT_AGENT_NOT_READY } from "../../src/mppod/labels.ts";
+} from "../../../src/api/mountpoint_s3_pod_attachment.ts";
+import { API_VERSION } from "../../../src/api/group_version.ts";
+import { connectCsi, type CsiClient } from "../../../src/csi/client.ts";
+import type { NodePublishVolumeRequest } from "../../../src/csi/gen/csi_types.ts";
+import type { KubeClient, KubeObject } from "../../../src/kube/client.ts";
+import type { Pod } from "../../../src/kube/types.ts";
+import { loadKubeConfig } from "../../../src/kube/kube_config.ts";
+import { RestKubeClient } from "../../../src/kube/rest_client.ts";
+import { NAMESPACES, NODES, PODS, type Resource } from "../../../src/kube/resources.ts";
+import { S3PAS } from "../../../src/api/mountpoint_s3_pod_attachment.ts";
+import { TAINT_AGENT_NOT_READY } from "../../../src/mppod/labels.ts";
 import {
   DEFAULT_MOUNTPOINT_COMMAND,
   DEFAULT_MOUNTPOINT_IMAGE,
   mountpointPod,
   type MountpointPodConfig,
-} from "../../src/mppod/pod_spec.ts";
-import { DRIVER_VERSION } from "../../src/util/version.ts";
-import { hostCommDir } from "../../src/mppod/paths.ts";
+} from "../../../src/mppod/pod_spec.ts";
+import { DRIVER_VERSION } from "../../../src/util/version.ts";
+import { hostCommDir } from "../../../src/mppod/paths.ts";
 import {
   ANNOTATION_MOUNT_PROTOCOLS,
   formatProtocols,
   OUR_PROTOCOLS,
-} from "../../src/mppod/mount_protocol.ts";
-import { readMountInfo } from "../../src/sys/mountinfo.ts";
-import { unmountAllUnder } from "../sys/_helpers.ts";
-import { ENTRYPOINTS, type Running, spawn, spawnBinary, testOrSkip, waitFor } from "../_helpers.ts";
-import { startTcpProxy, type TcpProxy } from "./_tcp_proxy.ts";
+} from "../../../src/mppod/mount_protocol.ts";
+import { readMountInfo } from "../../../src/sys/mountinfo.ts";
+import { unmountAllUnder } from "./sys_helpers.ts";
 import {
-  engineBin,
-  s3Client,
-  type Server,
-  startVersitygw,
-  versitygwReason,
-} from "../engine/_engine.ts";
-import type { Engine } from "../../src/mppod/mount_message.ts";
-import { CACHE_DIR, CACHE_VOLUME_NAME } from "../../src/mppod/cache_volume.ts";
+  ENTRYPOINTS,
+  type Running,
+  spawn,
+  spawnBinary,
+  testOrSkip,
+  waitFor,
+} from "../../_helpers.ts";
+import { startTcpProxy, type TcpProxy } from "./tcp_proxy.ts";
+import { engineBin, s3Client, type Server, startVersitygw, versitygwReason } from "./engine.ts";
+import type { Engine } from "../../../src/mppod/mount_message.ts";
+import { CACHE_DIR, CACHE_VOLUME_NAME } from "../../../src/mppod/cache_volume.ts";
 
 /** Node name used by the harness. */
 export const NODE = "node-1";

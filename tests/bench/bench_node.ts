@@ -16,16 +16,16 @@
  *
  * The machine is shared: the load average is printed before and after.
  *
- * Usage: `deno run -A scripts/bench_node.ts [--publishes=50] [--size-mib=256] [--runs=3]`
+ * Usage: `deno run -A tests/bench/bench_node.ts [--publishes=50] [--size-mib=256] [--runs=3]`
  *
  * @module
  */
 import { parseArgs } from "node:util";
 import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
-import type { NodePublishVolumeRequest } from "../src/csi/gen/csi_types.ts";
-import { PODS } from "../src/kube/resources.ts";
-import { ANNOTATION_NEEDS_UNMOUNT } from "../src/mppod/labels.ts";
-import type { Engine } from "../src/mppod/mount_message.ts";
+import type { NodePublishVolumeRequest } from "../../src/csi/gen/csi_types.ts";
+import { PODS } from "../../src/kube/resources.ts";
+import { ANNOTATION_NEEDS_UNMOUNT } from "../../src/mppod/labels.ts";
+import type { Engine } from "../../src/mppod/mount_message.ts";
 import {
   type Harness,
   kubeletMkdirParent,
@@ -33,9 +33,9 @@ import {
   skipReason,
   startHarness,
   startMounter,
-} from "../tests/node/_harness.ts";
-import { runToEnd } from "../tests/_helpers.ts";
-import { readProcStat } from "./proc_stat.ts";
+} from "../testbed/harness/node_harness.ts";
+import { runToEnd } from "../_helpers.ts";
+import { readProcStat } from "../../scripts/proc_stat.ts";
 import { upstreamBin } from "./bench_engine.ts";
 
 const { values } = parseArgs({
