@@ -168,11 +168,10 @@ export async function runSandbox(
 
 /**
  * The closing check of the Mountpoint Pods and workloads, while they still run (before the drain),
- * on the real node (the emulated sandbox's cluster, `E2E`, has the same check: the e2e tier runs
- * it; the sandbox could too).
+ * in every mode whose cluster came up (emulated, real API server, real node).
  */
 async function closingCheck(env: SandboxEnv, r: StepReporter, dir: string): Promise<void> {
-  if (!env.realNode?.node || !env.s3) return;
+  if (!env.client || !env.s3 || (env.realNode && !env.realNode.node)) return;
   const cluster = scenarioCluster(env, dir, { stepTimeoutMs: 60_000, keepWorkloads: false });
   try {
     await checkMountpointsAndWorkloads(r, cluster);
