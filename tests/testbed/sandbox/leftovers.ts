@@ -114,5 +114,6 @@ export async function checkMountpointsAndWorkloads(
       if (problems.length) throw new Error(`${detail}:\n${problems.join("\n")}`);
       return detail;
     },
+    (detail) => detail,
   );
 }
