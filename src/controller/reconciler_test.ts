@@ -950,32 +950,7 @@ Deno.test("Reconciler: after an upgrade a running workload keeps its old version
   await h.client.create(PVCS, pvc("pv-1"));
   const running = await h.client.create<Pod>(PODS, workload("running", "pv-1"));
   // Attached and mounted by the controller of the previous release (0.9.0).
-  await h.client.create<Pod>(PODS, {
-    metadata: {
-      name: "mp-old",
-      namespace: "mount-s3",
-      labels: { [LABEL_COMPONENT]: "mountpoint-pod", [LABEL_DRIVER_VERSION]: "0.9.0" },
-    },
-    spec: { containers: [{ name: "mountpoint" }] },
-    status: { phase: "Running" },
-  });
-  await h.client.create<MountpointS3PodAttachment>(S3PAS, {
-    metadata: { name: "s3pa-old", labels: { [LABEL_DRIVER_VERSION]: "0.9.0" } },
-    spec: {
-      nodeName: "node-1",
-      persistentVolumeName: "pv-1",
-      volumeID: "pv-1-handle",
-      mountOptions: "allow-delete",
-      workloadFSGroup: "",
-      authenticationSource: "driver",
-      mountpointS3PodAttachments: {
-        "mp-old": [{
-          workloadPodUID: running.metadata.uid!,
-          attachmentTime: "2026-01-01T00:00:00Z",
-        }],
-      },
-    },
-  });
+  await previousRelease(h, running);
   await h.reconcileAll();
   assert.deepEqual(s3pas(h).map((s) => s.metadata.name), ["s3pa-old"], "not attached again");
   assert.deepEqual(mpPods(h).map((p) => p.metadata.name), ["mp-old"], "no idle new pod");
@@ -1001,34 +976,11 @@ Deno.test("Reconciler: an old version's Mountpoint Pod the node plugin asks to r
   // A workload the previous release's controller assigned during the rollout: not yet mounted
   // (pending); the new node plugin refused its pod and marked it for replacement.
   const pending = await h.client.create<Pod>(PODS, workload("pending", "pv-1"));
-  await h.client.create<Pod>(PODS, {
-    metadata: {
-      name: "mp-old",
-      namespace: "mount-s3",
-      labels: { [LABEL_COMPONENT]: "mountpoint-pod", [LABEL_DRIVER_VERSION]: "0.9.0" },
-      annotations: {
-        [ANNOTATION_BROKEN]:
-          "The node plugin asked for a replacement: the pod was made for driver 0.9.0, which this node plugin (driver 1.0.0) cannot use",
-      },
-    },
-    spec: { containers: [{ name: "mountpoint", image: "s3-csi-mounter:0.9.0" }] },
-    status: { phase: "Running" },
-  });
-  await h.client.create<MountpointS3PodAttachment>(S3PAS, {
-    metadata: { name: "s3pa-old", labels: { [LABEL_DRIVER_VERSION]: "0.9.0" } },
-    spec: {
-      nodeName: "node-1",
-      persistentVolumeName: "pv-1",
-      volumeID: "pv-1-handle",
-      mountOptions: "allow-delete",
-      workloadFSGroup: "",
-      authenticationSource: "driver",
-      mountpointS3PodAttachments: {
-        "mp-old": [{
-          workloadPodUID: pending.metadata.uid!,
-          attachmentTime: "2026-01-01T00:00:00Z",
-        }],
-      },
+  await previousRelease(h, pending, {
+    image: "s3-csi-mounter:0.9.0",
+    annotations: {
+      [ANNOTATION_BROKEN]:
+        "The node plugin asked for a replacement: the pod was made for driver 0.9.0, which this node plugin (driver 1.0.0) cannot use",
     },
   });
   await h.reconcileAll();
@@ -1046,3 +998,41 @@ Deno.test("Reconciler: an old version's Mountpoint Pod the node plugin asks to r
   assert.equal(events.length, 1);
   assert.match(events[0]!.message, /asked for a replacement: the pod was made for driver 0\.9\.0/);
 });
+
+/**
+ * Mountpoint Pod `mp-old` (running) and its S3PA `s3pa-old` as the previous release's controller
+ * (0.9.0) made them for `workload` on node-1; `annotations` and `image` of the pod as given.
+ */
+async function previousRelease(
+  h: Awaited<ReturnType<typeof harness>>,
+  workload: Pod,
+  pod: { annotations?: Record<string, string>; image?: string } = {},
+): Promise<void> {
+  await h.client.create<Pod>(PODS, {
+    metadata: {
+      name: "mp-old",
+      namespace: "mount-s3",
+      labels: { [LABEL_COMPONENT]: "mountpoint-pod", [LABEL_DRIVER_VERSION]: "0.9.0" },
+      ...(pod.annotations ? { annotations: pod.annotations } : {}),
+    },
+    spec: { containers: [{ name: "mountpoint", ...(pod.image ? { image: pod.image } : {}) }] },
+    status: { phase: "Running" },
+  });
+  await h.client.create<MountpointS3PodAttachment>(S3PAS, {
+    metadata: { name: "s3pa-old", labels: { [LABEL_DRIVER_VERSION]: "0.9.0" } },
+    spec: {
+      nodeName: "node-1",
+      persistentVolumeName: "pv-1",
+      volumeID: "pv-1-handle",
+      mountOptions: "allow-delete",
+      workloadFSGroup: "",
+      authenticationSource: "driver",
+      mountpointS3PodAttachments: {
+        "mp-old": [{
+          workloadPodUID: workload.metadata.uid!,
+          attachmentTime: "2026-01-01T00:00:00Z",
+        }],
+      },
+    },
+  });
+}
