@@ -634,28 +634,11 @@ Deno.test("Reconciler: an attachment created by another controller for the same 
   await h.client.create(PVS, pv("pv-1"));
   await h.client.create(PVCS, pvc("pv-1"));
   // An upstream-style S3PA (random name) with a Mountpoint Pod of this driver version.
-  await h.client.create<Pod>(PODS, {
-    metadata: {
-      name: "mp-legacy",
-      namespace: "mount-s3",
-      labels: { [LABEL_COMPONENT]: "mountpoint-pod", [LABEL_DRIVER_VERSION]: "1.0.0" },
-    },
-    spec: { containers: [{ name: "mountpoint" }] },
-    status: { phase: "Running" },
-  });
-  await h.client.create<MountpointS3PodAttachment>(S3PAS, {
-    metadata: { name: "s3pa-x7k2q", labels: { [LABEL_DRIVER_VERSION]: "1.0.0" } },
-    spec: {
-      nodeName: "node-1",
-      persistentVolumeName: "pv-1",
-      volumeID: "pv-1-handle",
-      mountOptions: "allow-delete",
-      workloadFSGroup: "",
-      authenticationSource: "driver",
-      mountpointS3PodAttachments: {
-        "mp-legacy": [{ workloadPodUID: "old-uid", attachmentTime: "2026-01-01T00:00:00Z" }],
-      },
-    },
+  await existingAttachment(h, {
+    mp: "mp-legacy",
+    s3pa: "s3pa-x7k2q",
+    version: "1.0.0",
+    workloadUID: "old-uid",
   });
   await h.client.create(PODS, workload("new", "pv-1"));
   await h.reconcileAll();
@@ -950,7 +933,7 @@ Deno.test("Reconciler: after an upgrade a running workload keeps its old version
   await h.client.create(PVCS, pvc("pv-1"));
   const running = await h.client.create<Pod>(PODS, workload("running", "pv-1"));
   // Attached and mounted by the controller of the previous release (0.9.0).
-  await previousRelease(h, running);
+  await existingAttachment(h, { ...PREVIOUS, workloadUID: running.metadata.uid! });
   await h.reconcileAll();
   assert.deepEqual(s3pas(h).map((s) => s.metadata.name), ["s3pa-old"], "not attached again");
   assert.deepEqual(mpPods(h).map((p) => p.metadata.name), ["mp-old"], "no idle new pod");
@@ -976,7 +959,9 @@ Deno.test("Reconciler: an old version's Mountpoint Pod the node plugin asks to r
   // A workload the previous release's controller assigned during the rollout: not yet mounted
   // (pending); the new node plugin refused its pod and marked it for replacement.
   const pending = await h.client.create<Pod>(PODS, workload("pending", "pv-1"));
-  await previousRelease(h, pending, {
+  await existingAttachment(h, {
+    ...PREVIOUS,
+    workloadUID: pending.metadata.uid!,
     image: "s3-csi-mounter:0.9.0",
     annotations: {
       [ANNOTATION_BROKEN]:
@@ -1000,26 +985,33 @@ Deno.test("Reconciler: an old version's Mountpoint Pod the node plugin asks to r
 });
 
 /**
- * Mountpoint Pod `mp-old` (running) and its S3PA `s3pa-old` as the previous release's controller
- * (0.9.0) made them for `workload` on node-1; `annotations` and `image` of the pod as given.
+ * A running Mountpoint Pod and its S3PA on node-1 for volume pv-1, as another controller made them
+ * (`version` its driver version), serving `workloadUID`; the pod's `annotations` and `image` as
+ * given.
  */
-async function previousRelease(
+async function existingAttachment(
   h: Awaited<ReturnType<typeof harness>>,
-  workload: Pod,
-  pod: { annotations?: Record<string, string>; image?: string } = {},
+  o: {
+    mp: string;
+    s3pa: string;
+    version: string;
+    workloadUID: string;
+    annotations?: Record<string, string>;
+    image?: string;
+  },
 ): Promise<void> {
   await h.client.create<Pod>(PODS, {
     metadata: {
-      name: "mp-old",
+      name: o.mp,
       namespace: "mount-s3",
-      labels: { [LABEL_COMPONENT]: "mountpoint-pod", [LABEL_DRIVER_VERSION]: "0.9.0" },
-      ...(pod.annotations ? { annotations: pod.annotations } : {}),
+      labels: { [LABEL_COMPONENT]: "mountpoint-pod", [LABEL_DRIVER_VERSION]: o.version },
+      ...(o.annotations ? { annotations: o.annotations } : {}),
     },
-    spec: { containers: [{ name: "mountpoint", ...(pod.image ? { image: pod.image } : {}) }] },
+    spec: { containers: [{ name: "mountpoint", ...(o.image ? { image: o.image } : {}) }] },
     status: { phase: "Running" },
   });
   await h.client.create<MountpointS3PodAttachment>(S3PAS, {
-    metadata: { name: "s3pa-old", labels: { [LABEL_DRIVER_VERSION]: "0.9.0" } },
+    metadata: { name: o.s3pa, labels: { [LABEL_DRIVER_VERSION]: o.version } },
     spec: {
       nodeName: "node-1",
       persistentVolumeName: "pv-1",
@@ -1028,11 +1020,11 @@ async function previousRelease(
       workloadFSGroup: "",
       authenticationSource: "driver",
       mountpointS3PodAttachments: {
-        "mp-old": [{
-          workloadPodUID: workload.metadata.uid!,
-          attachmentTime: "2026-01-01T00:00:00Z",
-        }],
+        [o.mp]: [{ workloadPodUID: o.workloadUID, attachmentTime: "2026-01-01T00:00:00Z" }],
       },
     },
   });
 }
+
+/** The previous release's Mountpoint Pod and S3PA (0.9.0; this controller is 1.0.0). */
+const PREVIOUS = { mp: "mp-old", s3pa: "s3pa-old", version: "0.9.0" };

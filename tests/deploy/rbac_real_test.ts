@@ -55,7 +55,7 @@ import { removeAgentNotReadyTaint } from "../../src/node/taint.ts";
 import { waitFor } from "../_helpers.ts";
 import { KubeHttp, loadTarget } from "../testbed/harness/kube_http.ts";
 import { mountpointPod } from "../../src/mppod/pod_spec.ts";
-import { deployCluster, runTask } from "./_deploy_cluster.ts";
+import { type DeployCluster, deployCluster, runTask } from "./_deploy_cluster.ts";
 import { scanApiCalls } from "./_api_calls.ts";
 import { realTierSkipReason, testOrSkip } from "../_helpers.ts";
 
@@ -101,9 +101,7 @@ testOrSkip(realTierSkipReason(), {
     "rbac (real kube-apiserver): each identity may make its calls and nothing next to them (SubjectAccessReview)",
   async fn() {
     await using c = await deployCluster("real");
-    const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
-    assert.equal(up.code, 0, up.stderr);
-    const ns = c.objects.find((o) => o.kind === "ServiceAccount")!.metadata.namespace!;
+    const ns = await deployDriver(c);
     const mpNs = c.objects.find((o) =>
       o.kind === "Namespace" && o.metadata.name.endsWith("-mp")
     )!.metadata.name;
@@ -215,9 +213,7 @@ testOrSkip(realTierSkipReason(), {
     "rbac (real kube-apiserver): the node plugin's token patches only its own Node, only to remove the agent-not-ready taint",
   async fn() {
     await using c = await deployCluster("real");
-    const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
-    assert.equal(up.code, 0, up.stderr);
-    const ns = c.objects.find((o) => o.kind === "ServiceAccount")!.metadata.namespace!;
+    const ns = await deployDriver(c);
     const s = crypto.randomUUID().slice(0, 6);
     const [nodeA, nodeB] = [`vap-a-${s}`, `vap-b-${s}`];
     const taints = [
@@ -249,11 +245,7 @@ testOrSkip(realTierSkipReason(), {
       });
       const token = await tokenOf(c.client, ns, NODE_SERVICE_ACCOUNT, pod);
       const server = kubeConfigFromFile(c.kubeconfig).server;
-      tokenClient = new RestKubeClient({
-        server,
-        insecureSkipTLSVerify: true,
-        token,
-      });
+      tokenClient = new RestKubeClient({ server, insecureSkipTLSVerify: true, token });
       // The policy is loaded by the API server a moment after it is created (it was just
       // deployed): wait until a dry run of a refused patch is refused (admission runs on dry runs).
       const raw = new KubeHttp({
@@ -327,6 +319,13 @@ testOrSkip(realTierSkipReason(), {
   },
 });
 
+/** `deno task deploy` of the cluster's values (not waiting); the driver's namespace. */
+async function deployDriver(c: DeployCluster): Promise<string> {
+  const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
+  assert.equal(up.code, 0, up.stderr);
+  return c.objects.find((o) => o.kind === "ServiceAccount")!.metadata.namespace!;
+}
+
 /**
  * A token of ServiceAccount `ns/sa` (TokenRequest), as its pods get; bound to pod `boundTo` when
  * given (the API server then adds the pod's node to the token's user info).
@@ -374,9 +373,7 @@ testOrSkip(realTierSkipReason(), {
     "admission (real kube-apiserver): only the controller creates pods in the Mountpoint namespace; nobody else changes their spec; the Mountpoint PriorityClasses stay in the driver's namespaces",
   async fn() {
     await using c = await deployCluster("real");
-    const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
-    assert.equal(up.code, 0, up.stderr);
-    const ns = c.objects.find((o) => o.kind === "ServiceAccount")!.metadata.namespace!;
+    const ns = await deployDriver(c);
     const mpNs = c.objects.find((o) =>
       o.kind === "Namespace" && o.metadata.name.endsWith("-mp")
     )!.metadata.name;
@@ -571,9 +568,7 @@ testOrSkip(realTierSkipReason(), {
     "rbac (real kube-apiserver): the controller's token patches a workload only to pin it and remove the headroom gate",
   async fn() {
     await using c = await deployCluster("real");
-    const up = await runTask("deploy", c.kubeconfig, ["--set", c.set, "--no-wait"]);
-    assert.equal(up.code, 0, up.stderr);
-    const ns = c.objects.find((o) => o.kind === "ServiceAccount")!.metadata.namespace!;
+    const ns = await deployDriver(c);
     const s = crypto.randomUUID().slice(0, 6);
     const work = `vap-work-${s}`;
     let tokenClient: RestKubeClient | undefined;
@@ -603,11 +598,7 @@ testOrSkip(realTierSkipReason(), {
       await pod(plainName, ["example.com/other"]);
       const token = await tokenOf(c.client, ns, CONTROLLER_SERVICE_ACCOUNT);
       const server = kubeConfigFromFile(c.kubeconfig).server;
-      tokenClient = new RestKubeClient({
-        server,
-        insecureSkipTLSVerify: true,
-        token,
-      });
+      tokenClient = new RestKubeClient({ server, insecureSkipTLSVerify: true, token });
       const refused = async (what: string, name: string, patch: unknown) => {
         const err = await tokenClient!.patch(PODS, name, work, patch).then(
           () => undefined,

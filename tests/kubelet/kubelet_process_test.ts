@@ -174,28 +174,8 @@ for (const bundle of [false, true]) {
       await using h = await startHarness(
         bundle ? { bundleMounter: true } : {},
       );
-      await h.client.create(NAMESPACE, { metadata: { name: "mount-s3" } });
-      const base = mountpointPod("mp-real");
-      const pod = await h.client.create<Pod>(PODS, {
-        ...base,
-        spec: {
-          ...base.spec,
-          containers: [{
-            ...base.spec.containers[0]!,
-            args: ["--receive-timeout", "1s", "--log-format", "text"],
-          }],
-        },
-      });
-      const s = await waitFor("a restart", async () => {
-        const st = await podStatus(h.client as never, "mount-s3", "mp-real");
-        return (st?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? st : undefined;
-      }, { timeoutMs: 40_000 });
-      const cs = s.containerStatuses![0]!;
-      const exit = cs.lastState.terminated ?? cs.state.terminated;
-      assert.equal(exit?.exitCode, 3, "MOUNTER_EXIT_NO_MESSAGE");
-      const log = await Deno.readTextFile(
-        `${h.root}/pod-logs/mount-s3_mp-real_${pod.metadata.uid}/mountpoint/0.log`,
-      );
+      const { exitCode, log } = await unansweredMounter(h, "mp-real");
+      assert.equal(exitCode, 3, "MOUNTER_EXIT_NO_MESSAGE");
       assert.match(log, /s3csi.mounter|fd passing|mount message/i, log);
       assert.doesNotMatch(
         log,
@@ -226,30 +206,43 @@ testOrSkip(ROOT_SKIP, {
     await using h = await startHarness({
       mountpointImage: mounterMapping(`${copy.path}/src/cmd/mounter/main.ts`, copy.path),
     });
-    await h.client.create(NAMESPACE, { metadata: { name: "mount-s3" } });
-    const base = mountpointPod("mp-half");
-    const pod = await h.client.create<Pod>(PODS, {
-      ...base,
-      spec: {
-        ...base.spec,
-        containers: [{
-          ...base.spec.containers[0]!,
-          args: ["--receive-timeout", "1s", "--log-format", "text"],
-        }],
-      },
-    });
-    const s = await waitFor("a restart", async () => {
-      const st = await podStatus(h.client as never, "mount-s3", "mp-half");
-      return (st?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? st : undefined;
-    }, { timeoutMs: 40_000 });
-    const log = await Deno.readTextFile(
-      `${h.root}/pod-logs/mount-s3_mp-half_${pod.metadata.uid}/mountpoint/0.log`,
-    );
-    const cs = s.containerStatuses![0]!;
-    assert.equal((cs.lastState.terminated ?? cs.state.terminated)?.exitCode, 3, log);
+    const { exitCode, log } = await unansweredMounter(h, "mp-half");
+    assert.equal(exitCode, 3, log);
     assert.ok(!(await exists(`${copy.path}/node_modules/.bin`)), "nothing was installed");
   },
 });
+
+/**
+ * Mountpoint Pod `name` (namespace mount-s3, created here) whose real mounter gets no mount
+ * message: it gives up after 1 s and its container is restarted (OnFailure). The first run's exit
+ * code and log.
+ */
+async function unansweredMounter(
+  h: Awaited<ReturnType<typeof startHarness>>,
+  name: string,
+): Promise<{ exitCode: number | undefined; log: string }> {
+  await h.client.create(NAMESPACE, { metadata: { name: "mount-s3" } });
+  const base = mountpointPod(name);
+  const pod = await h.client.create<Pod>(PODS, {
+    ...base,
+    spec: {
+      ...base.spec,
+      containers: [{
+        ...base.spec.containers[0]!,
+        args: ["--receive-timeout", "1s", "--log-format", "text"],
+      }],
+    },
+  });
+  const s = await waitFor("a restart", async () => {
+    const st = await podStatus(h.client as never, "mount-s3", name);
+    return (st?.containerStatuses?.[0]?.restartCount ?? 0) >= 1 ? st : undefined;
+  }, { timeoutMs: 40_000 });
+  const cs = s.containerStatuses![0]!;
+  const log = await Deno.readTextFile(
+    `${h.root}/pod-logs/mount-s3_${name}_${pod.metadata.uid}/mountpoint/0.log`,
+  );
+  return { exitCode: (cs.lastState.terminated ?? cs.state.terminated)?.exitCode, log };
+}
 
 /**
  * A checkout at `dir` as the mounter needs it: deno.json, deno.lock, src/ (without the engine's
