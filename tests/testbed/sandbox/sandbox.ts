@@ -14,6 +14,7 @@ import { configureLogging, type LOG_OPTIONS } from "../../../src/util/log.ts";
 import { SandboxEnv } from "./sandbox_env.ts";
 import type { SANDBOX_OPTIONS } from "./sandbox_options.ts";
 import { runRegisteredScenario, scenarioCluster } from "./run_scenario.ts";
+import type { ScenarioCluster } from "../../scenarios/cluster.ts";
 import { DEFAULT_SCENARIO, scenarioNamed } from "../../scenarios/registry.ts";
 import { StepReporter } from "./step_reporter.ts";
 import type { S3Choice } from "./s3_server.ts";
@@ -108,6 +109,8 @@ export async function runSandbox(
     realNodes: scenario.nodes,
     timeoutMs: config.timeout,
   }, r);
+  // The scenario's view of the cluster; it serves the closing check too, while the pods still run.
+  let cluster: ScenarioCluster | undefined;
   try {
     if (await env.start() && !signal.aborted) {
       r.line();
@@ -132,15 +135,11 @@ export async function runSandbox(
           : `logs: ${dir}/logs (driver processes), ${dir}/node-*/kubelet/pod-logs (containers)`,
       );
       r.line();
-      const cluster = scenarioCluster(env, dir, {
+      cluster = scenarioCluster(env, dir, {
         stepTimeoutMs: config.timeout,
         keepWorkloads: config.keep,
       });
-      try {
-        await runRegisteredScenario(cluster, r, scenarioId, scenario);
-      } finally {
-        await cluster.dispose();
-      }
+      await runRegisteredScenario(cluster, r, scenarioId, scenario);
       if (config.keep && !signal.aborted) {
         r.line();
         r.line("--keep: running until Ctrl-C (SIGINT) or SIGTERM…");
@@ -149,7 +148,10 @@ export async function runSandbox(
     }
   } finally {
     r.line();
-    await closingCheck(env, r, dir);
+    if (cluster) {
+      await checkMountpointsAndWorkloads(r, cluster);
+      await cluster.dispose();
+    }
     await env.drain();
     await env.stop();
     await checkNoCrashes(r, env.crashes());
@@ -164,18 +166,4 @@ export async function runSandbox(
     r.line(`state and logs kept in ${dir}`);
   }
   return code;
-}
-
-/**
- * The closing check of the Mountpoint Pods and workloads, while they still run (before the drain),
- * in every mode whose cluster came up (emulated, real API server, real node).
- */
-async function closingCheck(env: SandboxEnv, r: StepReporter, dir: string): Promise<void> {
-  if (!env.client || !env.s3 || (env.realNode && !env.realNode.node)) return;
-  const cluster = scenarioCluster(env, dir, { stepTimeoutMs: 60_000, keepWorkloads: false });
-  try {
-    await checkMountpointsAndWorkloads(r, cluster);
-  } finally {
-    await cluster.dispose();
-  }
 }
