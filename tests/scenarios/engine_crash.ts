@@ -52,6 +52,8 @@ echo DONE; exec sleep 600`;
 
 interface Op {
   readonly name: string;
+  /** The file's number, for a write and its read-back (`write:<n>`, `read:<n>` in the log). */
+  readonly file?: string;
   readonly start: number;
   readonly end: number;
   readonly rc: number;
@@ -60,14 +62,15 @@ interface Op {
 
 function parseOps(log: string): Op[] {
   return log.split("\n").flatMap((l) => {
-    const m = /^OP (\S+) ([\d.]+) ([\d.]+) (\d+) ?(.*)$/.exec(l);
+    const m = /^OP ([^\s:]+)(?::(\S+))? ([\d.]+) ([\d.]+) (\d+) ?(.*)$/.exec(l);
     return m
       ? [{
         name: m[1]!,
-        start: Number(m[2]) * 1000,
-        end: Number(m[3]) * 1000,
-        rc: Number(m[4]),
-        error: m[5]!,
+        ...(m[2] !== undefined ? { file: m[2] } : {}),
+        start: Number(m[3]) * 1000,
+        end: Number(m[4]) * 1000,
+        rc: Number(m[5]),
+        error: m[6]!,
       }]
       : [];
   });
@@ -216,14 +219,9 @@ async function run(e: ScenarioCluster, step: Step): Promise<void> {
       const openAtKill = (o: Op) =>
         kills.some((k) => o.start - 10 <= k.until && k.at <= o.end + 10);
       const lostFiles = new Set(
-        ops.filter((o) => o.name.startsWith("write:") && openAtKill(o)).map((o) =>
-          o.name.slice("write:".length)
-        ),
+        ops.filter((o) => o.name === "write" && openAtKill(o)).map((o) => o.file),
       );
-      const lost = ops.filter((o) =>
-        o.rc !== 0 && /^(write|read):/.test(o.name) &&
-        lostFiles.has(o.name.slice(o.name.indexOf(":") + 1))
-      );
+      const lost = ops.filter((o) => o.rc !== 0 && o.file !== undefined && lostFiles.has(o.file));
       const failed = ops.filter((o) => o.rc !== 0 && !lost.includes(o));
       assert.deepEqual(failed, [], "no operation failed (writes open at a kill excepted)");
       const pauses = kills.map((k) => {
@@ -248,7 +246,7 @@ async function run(e: ScenarioCluster, step: Step): Promise<void> {
       return `${ops.length} operations; pause after ${
         kills.map((k, i) => `${k.how} ${pauses[i]} ms`).join(", ")
       }; p99 ${percentile(pauses as number[], 99)} ms; writes open at a kill, lost with EIO: ${
-        new Set(lost.map((o) => o.name.slice(o.name.indexOf(":") + 1))).size
+        new Set(lost.map((o) => o.file)).size
       }`;
     });
   } finally {
