@@ -28,7 +28,7 @@ import type { Resource } from "../../src/kube/resources.ts";
 import { ConflictError } from "../../src/kube/errors.ts";
 import { DEPLOYMENTS, EVENTS, NODES, PODS, PVCS, PVS, SECRETS } from "../../src/kube/resources.ts";
 import { S3PAS } from "../../src/api/mountpoint_s3_pod_attachment.ts";
-import type { Pod } from "../testbed/kubelet/k8s_types.ts";
+import type { ContainerStatus, Pod } from "../testbed/kubelet/k8s_types.ts";
 import {
   COMPONENT_MOUNTPOINT_POD,
   DEFAULT_MOUNTPOINT_NAMESPACE,
@@ -50,6 +50,11 @@ export interface ScenarioS3Env {
   readonly S3_OTHER_SECRET_ACCESS_KEY?: string;
   /** `rgw`, `versitygw`, `s3rver`. */
   readonly S3_SERVER?: string;
+}
+
+/** The status of a Mountpoint Pod's container (undefined before it has one). */
+export function mountpointContainerStatus(pod: Pod | undefined): ContainerStatus | undefined {
+  return pod?.status?.containerStatuses?.find((c) => c.name === MOUNTPOINT_CONTAINER);
 }
 
 /** A short random suffix for unique names. */
@@ -779,8 +784,7 @@ export abstract class ScenarioCluster {
   /** Restart count of Mountpoint Pod `name`'s container, from its status (0 when unknown). */
   async mountpointRestarts(name: string): Promise<number> {
     const pod = await this.client.get<Pod>(PODS, name, DEFAULT_MOUNTPOINT_NAMESPACE);
-    return pod?.status?.containerStatuses?.find((c) => c.name === MOUNTPOINT_CONTAINER)
-      ?.restartCount ?? 0;
+    return mountpointContainerStatus(pod)?.restartCount ?? 0;
   }
 
   /**
@@ -802,7 +806,7 @@ export abstract class ScenarioCluster {
     const problems: string[] = [];
     let restarts = 0;
     for (const mp of await this.mountpointPods()) {
-      const c = mp.status?.containerStatuses?.find((x) => x.name === MOUNTPOINT_CONTAINER);
+      const c = mountpointContainerStatus(mp);
       if (!c?.restartCount) continue;
       restarts += c.restartCount;
       const last = c.lastState?.terminated;

@@ -20,7 +20,12 @@ import { NODE_DAEMONSET } from "../../../../src/deploy/names.ts";
 import { defaultValues } from "../../../../src/deploy/values.ts";
 import type { Pod } from "../../kubelet/k8s_types.ts";
 import type { S3Env } from "../../sandbox/s3_server.ts";
-import { findFiles, type FindFilesView, ScenarioCluster } from "../../../scenarios/cluster.ts";
+import {
+  findFiles,
+  type FindFilesView,
+  mountpointContainerStatus,
+  ScenarioCluster,
+} from "../../../scenarios/cluster.ts";
 import {
   containerIdOf,
   containerLog,
@@ -30,7 +35,6 @@ import {
   processTree,
   taskPid,
 } from "./host.ts";
-import { MOUNTPOINT_CONTAINER } from "../../../../src/mppod/pod_spec.ts";
 import { DEFAULT_MOUNTPOINT_NAMESPACE } from "../../../../src/mppod/labels.ts";
 import type { RealNode, RealWorker } from "./real_node.ts";
 import type { DriverVersions } from "./driver.ts";
@@ -298,9 +302,7 @@ export class RealNodeCluster extends ScenarioCluster {
     name: string,
   ): Promise<{ node: Pick<RealNode, "containerdAddress">; id: string } | undefined> {
     const pod = await this.client.get<Pod>(PODS, name, DEFAULT_MOUNTPOINT_NAMESPACE);
-    const id = containerIdOf(
-      pod?.status?.containerStatuses?.find((c) => c.name === MOUNTPOINT_CONTAINER),
-    );
+    const id = containerIdOf(mountpointContainerStatus(pod));
     const nodeName = pod?.spec?.nodeName;
     const node = [this.node, ...this.#workers()].find((n) => n.nodeName === nodeName);
     return id && node ? { node, id } : undefined;
