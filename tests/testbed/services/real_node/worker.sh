@@ -4,10 +4,10 @@
 # (drain) or one volume on two nodes. Needs root.
 #
 # Isolation: a network namespace of its own (a veth pair to the host, its own bridge and pod
-# subnet, its own iptables for kube-proxy; the host routes the node's pod subnet to it) and a
-# persistent mount namespace of its own, where /var/lib/kubelet is its own dir (the driver's kubelet
-# path is the same on both nodes, as in a real cluster) and /run/netns and /var/log/containers are
-# private. Its containerd has its own root, state and sockets; its kubelet its own root dir, certs,
+# subnet, its own iptables for kube-proxy; the host routes the node's pod subnet to it) and a mount
+# namespace of its own (both held by a `sleep` process, ns-holder.pid), where /var/lib/kubelet is
+# its own dir (the driver's kubelet path is the same on both nodes, as in a real cluster) and
+# /run/netns and /var/log/containers are private. Its containerd has its own root, state and sockets; its kubelet its own root dir, certs,
 # log dir and cgroup root (/s3csi-worker: the first kubelet owns /kubepods and would remove pod
 # cgroups it does not know).
 #
@@ -35,8 +35,16 @@ TIMEOUT="${REAL_NODE_START_TIMEOUT:-180}"
 W_NAME="$(rn_worker_name)"
 WS="$RN_WORKER_STATE"
 WR="$RN_WORKER_RUN"
-MNT_NS="$WR/ns/mnt"
-NET_NS="$WR/ns/net"
+# The node's mount and network namespaces are held by a process of their own (ns-holder.pid).
+holder_ns() { # holder_ns: sets MNT_NS and NET_NS from a live holder; 1 without one
+  local pid
+  pid="$(kr_live_pid "$WS/ns-holder.pid")" || return 1
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = sleep ] || return 1
+  MNT_NS="/proc/$pid/ns/mnt"
+  NET_NS="/proc/$pid/ns/net"
+}
+MNT_NS="" NET_NS=""
+holder_ns || true
 KCFG="$RN_STATE/kubeconfig"
 MP_NAMESPACE="${REAL_NODE_MOUNTPOINT_NAMESPACE:-mount-s3}"
 kc() { "$KR_BIN/kubectl" --kubeconfig "$KCFG" --request-timeout=10s "$@"; }
@@ -83,8 +91,8 @@ stop_worker() {
   # The node is gone: so are the pods still bound to it (the DaemonSet's: nothing recreates them).
   if [ -s "$KCFG" ]; then
     kc delete node "$W_NAME" --wait=false >/dev/null 2>&1 || true
-    kc get pods -A --field-selector "spec.nodeName=$W_NAME" \
-      -o 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null |
+    { kc get pods -A --field-selector "spec.nodeName=$W_NAME" \
+      -o 'jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null || true; } |
       while read -r p; do
         [ -n "$p" ] && kc -n "${p%%/*}" delete pod "${p#*/}" --grace-period=0 --force >/dev/null 2>&1 || true
       done
@@ -102,13 +110,13 @@ stop_worker() {
       sleep 0.5
     done
   done
-  # The mount namespace goes with its last reference (no process is left in it): every mount of
-  # the node (FUSE sources and targets included) goes with it.
-  if mountpoint -q "$MNT_NS" 2>/dev/null || findmnt -rn -o TARGET | grep -qxF "$MNT_NS"; then
-    umount "$MNT_NS" 2>/dev/null || umount -l "$MNT_NS" 2>/dev/null || true
-  fi
-  if findmnt -rn -o TARGET | grep -qxF "$NET_NS"; then umount "$NET_NS" 2>/dev/null || umount -l "$NET_NS" || true; fi
-  if findmnt -rn -o TARGET | grep -qxF "$WR/ns"; then umount "$WR/ns" 2>/dev/null || umount -l "$WR/ns" || true; fi
+  # The namespaces go with their last process (the holder is the last one): every mount of the
+  # node (FUSE sources and targets included) goes with its mount namespace.
+  kr_stop_pidfile sleep "$WS/ns-holder.pid" 5 rn_log || true
+  MNT_NS="" NET_NS=""
+  # Namespace files bound under the run dir by an earlier layout of this script.
+  findmnt -rn -o TARGET | awk -v w="$WR/" 'index($0, w) == 1 { print length($0) " " $0 }' |
+    sort -rn | cut -d" " -f2- | while read -r m; do umount -l "$(printf "%b" "$m")" 2>/dev/null || true; done
   # The veth pair and the route go with the network namespace; a leftover host end too.
   ip link delete "$RN_WORKER_VETH" 2>/dev/null || true
   rm -rf "$WR" "$WS/env"
@@ -163,7 +171,7 @@ ENV
   cat "$WS/env"
 }
 
-if alive containerd && alive kubelet && alive kube-proxy && node_ready; then
+if holder_ns && alive containerd && alive kubelet && alive kube-proxy && node_ready; then
   rn_log "worker $W_NAME already running; reusing it"
   write_env
   exit 0
@@ -176,7 +184,7 @@ if ip route show | grep -qF "${RN_WORKER_POD_CIDR%/*}"; then
 fi
 
 rm -rf "$WS/logs" "$WS/kubelet" "$WS/containerd" "$WS/cni" "$WS/pod-logs" "$WS/manifests" "$WS/pki" "$WS"/*.yaml "$WS"/*.kubeconfig
-mkdir -p "$WS"/{logs,kubelet,containerd,cni/net.d,cni/ipam,pod-logs,manifests,pki} "$WR/ns"
+mkdir -p "$WS"/{logs,kubelet,containerd,cni/net.d,cni/ipam,pod-logs,manifests,pki} "$WR"
 chmod 700 "$WS/pki"
 
 DEADLINE=$(($(date +%s) + TIMEOUT))
@@ -215,13 +223,21 @@ rm -f "$PKI/ca.key" "$PKI/ca.srl"
 rn_kubeconfig "$WS/kubelet.kubeconfig" "$PKI" kubelet "$APISERVER_URL"
 cp "$RN_STATE/kube-proxy.kubeconfig" "$WS/kube-proxy.kubeconfig"
 
-# ---- namespaces: persistent (bound to files in a private dir, or binding them there is refused) ----
-mount --bind "$WR/ns" "$WR/ns"
-mount --make-private "$WR/ns"
-touch "$MNT_NS" "$NET_NS"
-unshare --net="$NET_NS" true
-# Every mount private in the node's mount namespace.
-unshare --mount="$MNT_NS" --propagation private true
+# ---- namespaces: held by a process of their own ------------------------------------------------------
+# Not bound to files (`unshare --mount=FILE`): the kernel refuses to bind a mount namespace's file
+# (EINVAL) when the caller's own mount namespace has the higher id, and since Linux 6.18 namespace
+# ids come from per-CPU batches, so a newer namespace can have the lower one — measured: every time
+# the caller's namespace and the new one were made on different CPUs. Every mount private inside.
+(
+  rn_close_fds
+  exec setsid unshare --mount --net --propagation private sleep infinity </dev/null >/dev/null 2>&1
+) &
+echo $! >"$WS/ns-holder.pid"
+until holder_ns; do
+  kill -0 "$(cat "$WS/ns-holder.pid")" 2>/dev/null || rn_die 1 "the process holding the node's namespaces (unshare --mount --net) exited"
+  [ "$(date +%s)" -lt "$DEADLINE" ] || rn_die 1 "the node's namespaces were not made within ${TIMEOUT}s"
+  sleep 0.05
+done
 
 # ---- network: a veth pair to the host; the host routes the node's pod subnet to it ------------------
 ip link add "$RN_WORKER_VETH" type veth peer name eth0 netns "$NET_NS"
