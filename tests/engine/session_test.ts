@@ -92,9 +92,14 @@ engineTest(
           []).length;
         assert.equal(restarts, 5, m.proc.stderr().slice(-3000));
         assert.match(m.proc.stdout(), /session resumed, generation 6/);
+        assert.ok(
+          (await Array.fromAsync(Deno.readDir(m.comm))).some((e) => e.name === "custody.sock"),
+          "custody.sock is served",
+        );
       } finally {
-        const code = await m.stop();
+        const { code, comm } = await m.stop();
         assert.equal(code, 1, "the session ended without mount.exit: restart");
+        assert.ok(!comm.includes("custody.sock"), `the exited supervisor left ${comm}`);
       }
     }),
 );
@@ -177,7 +182,9 @@ engineTest(
         if (!answered) await probe.stop("SIGKILL").catch(() => {});
         assert.ok(answered, "the access answered within 10 s");
         assert.match(probe.stdout(), /Input\/output error|os error 5/);
-        assert.equal(await m.stop(), 4, "after the unmount the supervisor exits 4");
+        const { code, comm } = await m.stop();
+        assert.equal(code, 4, "after the unmount the supervisor exits 4");
+        assert.ok(!comm.includes("custody.sock"), `the exited supervisor left ${comm}`);
       } finally {
         await m.stop();
       }

@@ -125,8 +125,8 @@ export const TEARDOWN: Scenario = {
           assert.deepEqual(await e.mountpointPods(), [], "no Mountpoint Pod");
           assert.deepEqual(await e.credentialFiles(), [], "no credential file");
           // The kubelet removes the dirs of deleted pods in its housekeeping (every 2 s), the
-          // sockets in their emptyDirs with them (a Mountpoint Pod's supervisor leaves its
-          // custody.sock there): the socket check follows that.
+          // sockets in their emptyDirs with them (a Mountpoint Pod's supervisor removes its
+          // custody.sock when it exits, but not when it is killed): the socket check follows.
           const uids = [...pods, ...mps].map((p) => p.metadata.uid);
           await waitFor(
             "no pod dir left",

@@ -114,8 +114,11 @@ export interface Supervised {
   readonly proc: Running;
   /** The pid of the engine the supervisor runs now (waits for one). */
   enginePid(): Promise<number>;
-  /** Unmount, wait for the supervisor; its exit code. */
-  stop(): Promise<number>;
+  /**
+   * Unmount, wait for the supervisor; its exit code and the names it left in the comm dir (read
+   * before this removes the dirs).
+   */
+  stop(): Promise<{ code: number; comm: string[] }>;
 }
 
 function childrenOf(pid: number): number[] {
@@ -206,9 +209,10 @@ export async function supervise(
     async stop() {
       if ((await readMountInfo()).some((m) => m.mountPoint === dir)) unmount(dir, { detach: true });
       const code = await proc.stop("SIGTERM", 30_000).catch(() => -1);
+      const left = await Array.fromAsync(Deno.readDir(comm)).catch(() => []);
       await Deno.remove(dir).catch(() => {});
       await Deno.remove(state, { recursive: true }).catch(() => {});
-      return code;
+      return { code, comm: left.map((e) => e.name).sort() };
     },
   };
 }

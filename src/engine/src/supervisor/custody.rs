@@ -5,16 +5,41 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 
+/// The socket being served: removed when dropped (the supervisor exits), if it is still the one
+/// this supervisor bound — no socket is left behind that nothing listens on.
+pub struct Served {
+    dir: std::fs::File,
+    name: String,
+    ino: u64,
+}
+
+impl Served {
+    fn path(&self) -> String {
+        format!("/proc/self/fd/{}/{}", self.dir.as_raw_fd(), self.name)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let path = self.path();
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.ino() == self.ino) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
 /// Listen on `dir/name` (a stale socket there is replaced) and serve every root peer, in a thread.
-pub fn serve(dir: &Path, name: &str, fuse_fd: RawFd, session: String) -> io::Result<()> {
+pub fn serve(dir: &Path, name: &str, fuse_fd: RawFd, session: String) -> io::Result<Served> {
     let _ = std::fs::remove_file(dir.join(name));
     // The dir's host path can be longer than a socket address holds: bind through an fd of it.
-    let dirfd = std::fs::File::open(dir)?;
-    let listener = UnixListener::bind(format!("/proc/self/fd/{}/{name}", dirfd.as_raw_fd()))?;
-    drop(dirfd);
+    let dir = std::fs::File::open(dir)?;
+    let mut served = Served { dir, name: name.to_string(), ino: 0 };
+    let listener = UnixListener::bind(served.path())?;
+    served.ino = std::fs::symlink_metadata(served.path())?.ino();
     std::thread::Builder::new().name("custody".into()).spawn(move || {
         for conn in listener.incoming().flatten() {
             if peer_uid(&conn).ok() != Some(0) {
@@ -26,7 +51,7 @@ pub fn serve(dir: &Path, name: &str, fuse_fd: RawFd, session: String) -> io::Res
             }
         }
     })?;
-    Ok(())
+    Ok(served)
 }
 
 fn peer_uid(conn: &UnixStream) -> io::Result<u32> {

@@ -438,12 +438,15 @@ fn main() -> ExitCode {
     let engine = Path::new(&a.program[0])
         .file_name()
         .map_or_else(|| a.program[0].to_string_lossy().into_owned(), |n| n.to_string_lossy().into_owned());
-    if let Some(session) = &a.session
-        && let Err(e) = custody::serve(&a.comm_dir, CUSTODY_SOCK, a.fuse_fd, session.clone())
-    {
-        // Not fatal: only a node plugin restarted meanwhile needs it.
-        log("WARNING", &format!("Cannot serve {CUSTODY_SOCK}: {e}"));
-    }
+    // Removed when main returns (dropped after the run below).
+    let _custody = a.session.as_ref().and_then(|session| {
+        custody::serve(&a.comm_dir, CUSTODY_SOCK, a.fuse_fd, session.clone())
+            .inspect_err(|e| {
+                // Not fatal: only a node plugin restarted meanwhile needs it.
+                log("WARNING", &format!("Cannot serve {CUSTODY_SOCK}: {e}"));
+            })
+            .ok()
+    });
     let s = Supervisor {
         a,
         engine,
