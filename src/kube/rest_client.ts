@@ -1,7 +1,8 @@
 /**
- * {@link KubeClient} over the Kubernetes REST API, sent with undici. Connection settings come from
- * a {@link KubeClientConfig} (our own kubeconfig loader); a client-node `KubeConfig` is accepted
- * too and converted, for tests that already have one.
+ * {@link KubeClient} over the Kubernetes REST API, sent by {@link HttpTransport} (Deno's
+ * `node:https`). Connection settings come from a {@link KubeClientConfig} (our own kubeconfig
+ * loader); a client-node `KubeConfig` is accepted too and converted, for tests that already have
+ * one.
  *
  * - Every request has a deadline ({@link DEFAULT_REQUEST_TIMEOUT_MS}, or `timeoutMs` per call)
  *   covering connect, headers and body: a hung connection fails the call with
@@ -14,19 +15,12 @@
  *   client certificate, basic auth) or from a {@link CredentialSource} (exec plugins), which is
  *   asked before the deadline starts (a plugin may ask the user something) and again after a 401.
  *
- * One connection pool is reused for every call.
- *
- * Why undici (about 9 MiB of every process's idle memory) and not Deno's own `fetch`: undici runs
- * on Deno's Node.js TLS, which, given the kubeconfig's CA, trusts that CA only — as client-go
- * does. A `Deno.HttpClient`'s `caCerts` are trusted in addition to the process's default roots
- * (Mozilla's, and `DENO_CERT`, which the node plugin gets for the S3 CA bundle), so the API server
- * would be trusted on certificates client-go refuses; it also cannot skip verification, verify
- * `tls-server-name`, or ignore the proxy variables (docs/benchmarks.md, "experiments").
+ * One connection pool is reused for every call (its TLS and why it is not undici nor Deno's
+ * `fetch`: `http_transport.ts`).
  *
  * @module
  */
 import { readFile } from "node:fs/promises";
-import { Agent, fetch } from "undici";
 import type {
   CallOptions,
   DeleteOptions,
@@ -39,6 +33,7 @@ import type {
 } from "./client.ts";
 import type { Credentials } from "./credentials.ts";
 import { apiErrorFrom, GoneError, NotLeaderError, RequestTimeoutError } from "./errors.ts";
+import { HttpTransport, type TransportResponse } from "./http_transport.ts";
 import type { KubeClientConfig } from "./kube_config.ts";
 import { apiVersionOf, collectionPath, itemPath, type Resource } from "./resources.ts";
 
@@ -83,8 +78,8 @@ export interface ServerVersion {
   readonly [k: string]: unknown;
 }
 
-/** A fetch() response. */
-type FetchResponse = Awaited<ReturnType<typeof fetch>>;
+/** A response as the transport gives it. */
+type FetchResponse = TransportResponse;
 
 /** Sleep `ms` unless `signal` aborts first (then throw its reason). */
 async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
@@ -100,10 +95,7 @@ async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void
   signal.throwIfAborted();
 }
 
-/**
- * Read a response body as text, giving up when `signal` aborts (undici does not always end a body
- * that is being read when the request's signal aborts).
- */
+/** Read a response body as text, giving up when `signal` aborts. */
 async function readText(response: FetchResponse, signal: AbortSignal): Promise<string> {
   if (!response.body) return "";
   signal.throwIfAborted();
@@ -172,16 +164,6 @@ function fromClientNode(kc: ClientNodeKubeConfigLike): KubeClientConfig {
   };
 }
 
-/** True for a network-level failure (no HTTP response), which may be retried. */
-export function isConnectionError(err: unknown): boolean {
-  if (!(err instanceof TypeError)) return false;
-  const cause = (err as { cause?: { code?: string; name?: string } }).cause;
-  const code = cause?.code ?? "";
-  return /^(UND_ERR_SOCKET|UND_ERR_CLOSED|ECONNRESET|ECONNREFUSED|EPIPE|UND_ERR_CONNECT_TIMEOUT)$/
-    .test(code) ||
-    cause?.name === "SocketError";
-}
-
 /** Counts of requests by verb, for metrics and benchmarks. */
 export type RequestCounts = Record<string, number>;
 
@@ -192,9 +174,9 @@ export class RestKubeClient implements KubeClient {
   readonly #userAgent: string;
   readonly #timeoutMs: number;
   readonly #fence: WriteFence | undefined;
-  #dispatcher: Agent;
-  /** Client certificate the current dispatcher presents (exec credentials may change it). */
-  #dispatcherCert: string | undefined;
+  readonly #transport: HttpTransport;
+  /** Client certificate the transport presents (exec credentials may change it). */
+  #transportCert: string | undefined;
   #token: { value: string | undefined; at: number } | undefined;
   /** Requests sent, by verb (GET, LIST, WATCH, POST, PUT, PATCH, DELETE). */
   readonly counts: RequestCounts = {};
@@ -209,34 +191,22 @@ export class RestKubeClient implements KubeClient {
     this.#userAgent = options.userAgent ?? "s3-csi";
     this.#timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#fence = options.fence;
-    this.#dispatcherCert = this.#config.cert;
-    this.#dispatcher = this.#agent(this.#config.cert, this.#config.key);
-  }
-
-  #agent(cert: string | undefined, key: string | undefined): Agent {
-    return new Agent({
-      connect: {
-        ...(this.#config.ca ? { ca: this.#config.ca } : {}),
-        ...(cert ? { cert, key } : {}),
-        ...(this.#config.tlsServerName ? { servername: this.#config.tlsServerName } : {}),
-        rejectUnauthorized: !this.#config.insecureSkipTLSVerify,
-      },
-      keepAliveTimeout: 30_000,
-      connections: 32,
-      // HTTP/1.1 only: undici speaks HTTP/2 through Deno's node:http2, whose nghttp2 binding can
-      // abort the whole process when the server sends GOAWAY (kube-apiserver does: idle
-      // connections, --goaway-chance, restarts). See ADR 0008.
-      allowH2: false,
+    this.#transportCert = this.#config.cert;
+    this.#transport = new HttpTransport({
+      server: this.#server,
+      ca: this.#config.ca,
+      cert: this.#config.cert,
+      key: this.#config.key,
+      insecureSkipTLSVerify: this.#config.insecureSkipTLSVerify,
+      tlsServerName: this.#config.tlsServerName,
     });
   }
 
   /** Present the client certificate of `creds` (exec plugins may issue one); swaps the pool. */
   #useCertificate(creds: Credentials): void {
-    if (!creds.cert || creds.cert === this.#dispatcherCert) return;
-    const old = this.#dispatcher;
-    this.#dispatcher = this.#agent(creds.cert, creds.key);
-    this.#dispatcherCert = creds.cert;
-    void old.close().catch(() => {});
+    if (!creds.cert || creds.cert === this.#transportCert) return;
+    this.#transport.useClientCertificate(creds.cert, creds.key);
+    this.#transportCert = creds.cert;
   }
 
   async #authorization(
@@ -263,7 +233,7 @@ export class RestKubeClient implements KubeClient {
 
   /** Close the connection pool. */
   async close(): Promise<void> {
-    await this.#dispatcher.close();
+    await this.#transport.close();
   }
 
   /**
@@ -349,13 +319,7 @@ export class RestKubeClient implements KubeClient {
         );
       }
       this.counts[verb] = (this.counts[verb] ?? 0) + 1;
-      return fetch(url, {
-        method,
-        headers,
-        ...(body !== undefined ? { body } : {}),
-        dispatcher: this.#dispatcher,
-        signal,
-      });
+      return this.#transport.send(url, { method, headers, body, signal });
     };
     let response;
     try {
@@ -364,7 +328,7 @@ export class RestKubeClient implements KubeClient {
       // A pooled keep-alive connection the server closed (restart, idle timeout) fails before any
       // response: retry once on a fresh connection. Writes are safe to repeat here because
       // callers use resourceVersions and deterministic names (AlreadyExists/Conflict are handled).
-      if (signal.aborted || !isConnectionError(err)) throw err;
+      if (signal.aborted || !this.#transport.isConnectionError(err)) throw err;
       await sleepUnlessAborted(200, signal);
       response = await send();
     }
@@ -624,8 +588,8 @@ export class RestKubeClient implements KubeClient {
     if (!res.body) return;
     const decoder = new TextDecoder();
     let buffer = "";
-    // undici does not end a body that is being read when the request's signal aborts: cancel the
-    // reader ourselves so an aborted watch returns at once.
+    // Cancel the reader ourselves when the caller aborts, so an aborted watch returns at once
+    // whatever the transport does with the request's signal.
     const reader = res.body.getReader();
     const cancel = () => void reader.cancel().catch(() => {});
     opts.signal?.addEventListener("abort", cancel, { once: true });
