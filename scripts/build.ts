@@ -64,8 +64,9 @@ Deno.exit(await module.exports.main());
 export const V8_FLAGS: Record<keyof typeof COMPONENTS, string> = {
   node: "--max-old-space-size=96,--max-semi-space-size=2",
   // 160 MB: the caches of 10,000 pods (slimmed, cache_transforms.ts) need about 100 MB of heap;
-  // 64 MB ran out at that scale (docs/benchmarks.md).
-  controller: "--max-old-space-size=160,--max-semi-space-size=4",
+  // 64 MB ran out at that scale. A 1 MB semi-space: 4-6 MB less at 2,000 pods, as fast at 2,000
+  // and 10,000 (docs/benchmarks.md, "experiments").
+  controller: "--max-old-space-size=160,--max-semi-space-size=1",
   mounter: "--max-old-space-size=48,--max-semi-space-size=1",
 };
 
