@@ -4,7 +4,9 @@
  * with the expected name prefix, be a real directory reached without a symlink, and have no mount
  * point at or below it. The walk never follows a symlink (they are unlinked) and stops with an
  * error at a directory of another file system (a mount that appeared meanwhile) instead of
- * entering it.
+ * entering it. Like the kubelet's removal of a pod's dirs (Go's `os.RemoveAll`), it tolerates
+ * entries that vanish or appear while it walks: the node plugin may still write to a Mountpoint
+ * Pod's comm dir (a `mount.exit` written through a temp file and a rename) while it goes.
  *
  * @module
  */
@@ -19,6 +21,12 @@ export interface TreeOwner {
   readonly namePrefix: string;
 }
 
+/** How many times a directory is walked again when entries appeared in it meanwhile. */
+const WALKS = 5;
+
+/** For tests: called before each entry is removed (e.g. to make it vanish, or add another). */
+export type BeforeRemove = (path: string) => Promise<void> | void;
+
 /** A removal refused by a guard; nothing was removed. */
 export class RefusedRemoval extends Error {
   override readonly name = "RefusedRemoval";
@@ -28,7 +36,11 @@ export class RefusedRemoval extends Error {
  * Remove `path` and everything in it, after the checks above. Resolves without doing anything
  * when `path` does not exist; throws {@link RefusedRemoval} when a guard fails.
  */
-export async function removeOwnTree(path: string, owner: TreeOwner): Promise<void> {
+export async function removeOwnTree(
+  path: string,
+  owner: TreeOwner,
+  beforeRemove?: BeforeRemove,
+): Promise<void> {
   const parent = owner.parent.replace(/\/+$/, "");
   if (
     !path.startsWith("/") || normalize(path) !== path || !parent.startsWith("/") ||
@@ -62,21 +74,49 @@ export async function removeOwnTree(path: string, owner: TreeOwner): Promise<voi
       `refusing to remove "${path}": mount points inside: ${mounted.join(", ")}`,
     );
   }
-  await removeWithin(path, top.dev);
+  await removeWithin(path, top.dev, beforeRemove);
 }
 
-async function removeWithin(dir: string, dev: number): Promise<void> {
-  for await (const e of Deno.readDir(dir)) {
-    const p = `${dir}/${e.name}`;
-    const st = await Deno.lstat(p);
-    if (st.isDirectory && !st.isSymlink) {
-      if (st.dev !== dev) {
-        throw new RefusedRemoval(`refusing to remove "${p}": another file system is mounted there`);
-      }
-      await removeWithin(p, dev);
-    } else {
-      await Deno.remove(p); // a file, socket or symlink: unlink, never follow
+/** `fn`, with "it is gone already" as success. */
+async function unlessGone(fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+}
+
+async function removeWithin(dir: string, dev: number, beforeRemove?: BeforeRemove): Promise<void> {
+  for (let walk = 1;; walk++) {
+    const entries = await Array.fromAsync(Deno.readDir(dir)).catch((err) => {
+      if (err instanceof Deno.errors.NotFound) return undefined;
+      throw err;
+    });
+    if (!entries) return;
+    for (const e of entries) {
+      const p = `${dir}/${e.name}`;
+      await beforeRemove?.(p);
+      await unlessGone(async () => {
+        const st = await Deno.lstat(p);
+        if (st.isDirectory && !st.isSymlink) {
+          if (st.dev !== dev) {
+            throw new RefusedRemoval(
+              `refusing to remove "${p}": another file system is mounted there`,
+            );
+          }
+          await removeWithin(p, dev, beforeRemove);
+        } else {
+          await Deno.remove(p); // a file, socket or symlink: unlink, never follow
+        }
+      });
+    }
+    try {
+      await Deno.remove(dir);
+      return;
+    } catch (err) {
+      if (err instanceof Deno.errors.NotFound) return;
+      // Entries appeared meanwhile (ENOTEMPTY): walk it again, a bounded number of times.
+      if (walk >= WALKS || !/not empty|ENOTEMPTY|os error 39/i.test(String(err))) throw err;
     }
   }
-  await Deno.remove(dir);
 }

@@ -91,3 +91,22 @@ Deno.test({
     assert.equal(await exists(own.path), false);
   },
 });
+
+Deno.test("removeOwnTree() tolerates entries that vanish or appear while it walks", async () => {
+  const own = await scratch();
+  await Deno.mkdir(`${own.path}/comm`);
+  for (const f of ["a", "b", ".mount.exit.tmp-1"]) {
+    await Deno.writeTextFile(`${own.path}/comm/${f}`, "x");
+  }
+  let appeared = false;
+  await removeOwnTree(own.path, { parent: own.parent, namePrefix: PREFIX }, async (p) => {
+    // As the node plugin does: the temp file is renamed away just before the walk reaches it, and
+    // a new file appears in the dir once, after the walk listed it.
+    if (p.endsWith("/.mount.exit.tmp-1")) await Deno.rename(p, `${own.path}/comm/mount.exit`);
+    if (!appeared && p.endsWith("/comm/a")) {
+      appeared = true;
+      await Deno.writeTextFile(`${own.path}/comm/.mount.exit.tmp-2`, "x");
+    }
+  });
+  assert.equal(await exists(own.path), false);
+});
