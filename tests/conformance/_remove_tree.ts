@@ -11,6 +11,7 @@
  * @module
  */
 import { basename, dirname, normalize } from "node:path";
+import { isErrno } from "../../src/sys/errno.ts";
 import { readMountInfo } from "../../src/sys/mountinfo.ts";
 
 /** Where a removable tree must be. */
@@ -116,7 +117,7 @@ async function removeWithin(dir: string, dev: number, beforeRemove?: BeforeRemov
     } catch (err) {
       if (err instanceof Deno.errors.NotFound) return;
       // Entries appeared meanwhile (ENOTEMPTY): walk it again, a bounded number of times.
-      if (walk >= WALKS || !/not empty|ENOTEMPTY|os error 39/i.test(String(err))) throw err;
+      if (walk >= WALKS || !isErrno(err, "ENOTEMPTY")) throw err;
     }
   }
 }
