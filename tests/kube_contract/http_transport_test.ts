@@ -15,6 +15,7 @@ import assert from "node:assert/strict";
 import { HttpTransport, type TransportOptions } from "../../src/kube/http_transport.ts";
 import { generateServingCert, type ServingCert } from "../testbed/apiserver/tls.ts";
 import { ROOT } from "../_helpers.ts";
+import { rawHttpServer } from "./_raw_http_server.ts";
 
 const make = (o: TransportOptions) => new HttpTransport(o);
 const name = (s: string) => `kube http transport: ${s}`;
@@ -52,43 +53,6 @@ function serve(
     url: `${cert ? "https" : "http"}://127.0.0.1:${server.addr.port}`,
     seen,
     close: () => server.shutdown(),
-  };
-}
-
-/** A raw TCP server: `onRequest` gets each connection once a request head arrived. */
-function rawServer(onRequest: (conn: Deno.Conn) => Promise<void> | void): {
-  url: string;
-  close: () => void;
-} {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const conns = new Set<Deno.Conn>();
-  (async () => {
-    for await (const conn of listener) {
-      conns.add(conn);
-      (async () => {
-        const buf = new Uint8Array(65536);
-        let text = "";
-        try {
-          while (!text.includes("\r\n\r\n")) {
-            const n = await conn.read(buf);
-            if (n === null) return;
-            text += new TextDecoder().decode(buf.subarray(0, n));
-          }
-          await onRequest(conn);
-        } catch { /* closed */ }
-      })();
-    }
-  })().catch(() => {});
-  return {
-    url: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-    close: () => {
-      listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch { /* gone */ }
-      }
-    },
   };
 }
 
@@ -300,7 +264,10 @@ async function serving(): Promise<ServingCert> {
     await refusing.close();
     // Closed after the request arrived, before any answer (a server restarting, a dropped
     // kept-alive connection).
-    const closing = rawServer((conn) => conn.close());
+    await using closing = rawHttpServer((_line, conn) => {
+      conn.close();
+      return undefined;
+    });
     const t = make({ server: closing.url });
     try {
       const err = await t.send(new URL(`${closing.url}/x`), {
@@ -315,7 +282,6 @@ async function serving(): Promise<ServingCert> {
       assert.ok(!t.isConnectionError(new DOMException("aborted", "AbortError")));
     } finally {
       await t.close();
-      closing.close();
     }
   });
 
@@ -492,40 +458,9 @@ Deno.test(
 Deno.test(
   name("keeps a connection for the next request, closes it once idle too long"),
   async () => {
-    // A raw HTTP/1.1 server that answers every request on its connection and counts connections.
-    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    let accepted = 0;
-    let closed = 0;
-    const conns = new Set<Deno.Conn>();
-    (async () => {
-      for await (const conn of listener) {
-        accepted++;
-        conns.add(conn);
-        (async () => {
-          const buf = new Uint8Array(65536);
-          let text = "";
-          try {
-            for (;;) {
-              const n = await conn.read(buf);
-              if (n === null) break;
-              text += new TextDecoder().decode(buf.subarray(0, n));
-              while (text.includes("\r\n\r\n")) {
-                text = text.slice(text.indexOf("\r\n\r\n") + 4);
-                await conn.write(
-                  new TextEncoder().encode("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"),
-                );
-              }
-            }
-          } catch { /* reset */ }
-          closed++;
-          conns.delete(conn);
-          try {
-            conn.close();
-          } catch { /* gone */ }
-        })();
-      }
-    })().catch(() => {});
-    const url = `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}`;
+    // Answers every request on its connection; counts connections.
+    await using server = rawHttpServer(() => "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+    const url = server.url;
     const t = make({ server: url, idleTimeoutMs: 200 });
     const get = async () => {
       const res = await t.send(new URL(`${url}/`), {
@@ -538,19 +473,13 @@ Deno.test(
     try {
       await get();
       await get();
-      assert.equal(accepted, 1, "the second request reuses the kept-alive connection");
+      assert.equal(server.accepted(), 1, "the second request reuses the kept-alive connection");
       await new Promise((r) => setTimeout(r, 700));
-      assert.equal(closed, 1, "the idle connection was closed by the pool");
+      assert.equal(server.closed(), 1, "the idle connection was closed by the pool");
       await get();
-      assert.equal(accepted, 2, "a request after that opens a new one");
+      assert.equal(server.accepted(), 2, "a request after that opens a new one");
     } finally {
       await t.close();
-      listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch { /* gone */ }
-      }
     }
   },
 );

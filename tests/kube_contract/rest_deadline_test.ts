@@ -9,59 +9,10 @@ import assert from "node:assert/strict";
 import { NotLeaderError, RequestTimeoutError } from "../../src/kube/errors.ts";
 import { PODS } from "../../src/kube/resources.ts";
 import { RestKubeClient } from "../../src/kube/rest_client.ts";
-
-interface Stalling extends AsyncDisposable {
-  readonly url: string;
-  /** Requests received (first line of each). */
-  readonly requests: string[];
-}
-
-/** A TCP server that reads requests and answers `reply(requestLine)` (or nothing). */
-function stallingServer(reply: (line: string) => string | undefined): Stalling {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const requests: string[] = [];
-  const conns = new Set<Deno.Conn>();
-  (async () => {
-    for await (const conn of listener) {
-      conns.add(conn);
-      (async () => {
-        const buf = new Uint8Array(65536);
-        let text = "";
-        try {
-          for (;;) {
-            const n = await conn.read(buf);
-            if (n === null) break;
-            text += new TextDecoder().decode(buf.subarray(0, n));
-            const end = text.indexOf("\r\n\r\n");
-            if (end < 0) continue;
-            const line = text.slice(0, text.indexOf("\r\n"));
-            requests.push(line);
-            text = "";
-            const answer = reply(line);
-            if (answer) await conn.write(new TextEncoder().encode(answer));
-          }
-        } catch { /* closed */ }
-      })();
-    }
-  })().catch(() => {});
-  const port = (listener.addr as Deno.NetAddr).port;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    [Symbol.asyncDispose]() {
-      listener.close();
-      for (const c of conns) {
-        try {
-          c.close();
-        } catch { /* gone */ }
-      }
-      return Promise.resolve();
-    },
-  };
-}
+import { rawHttpServer } from "./_raw_http_server.ts";
 
 Deno.test("rest client: a request to a server that never answers fails at its deadline", async () => {
-  await using server = stallingServer(() => undefined);
+  await using server = rawHttpServer(() => undefined);
   const client = new RestKubeClient({ server: server.url }, { requestTimeoutMs: 300 });
   await assert.rejects(
     () => client.get(PODS, "p", "default"),
@@ -77,7 +28,7 @@ Deno.test("rest client: a request to a server that never answers fails at its de
 });
 
 Deno.test("rest client: a response whose body stalls after the headers fails at the deadline", async () => {
-  await using server = stallingServer(() =>
+  await using server = rawHttpServer(() =>
     'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"items":['
   );
   const client = new RestKubeClient({ server: server.url }, { requestTimeoutMs: 300 });
@@ -86,7 +37,7 @@ Deno.test("rest client: a response whose body stalls after the headers fails at 
 });
 
 Deno.test("rest client: a watch outlives the request deadline, and a silent stream ends at its idle timeout", async () => {
-  await using server = stallingServer(() => {
+  await using server = rawHttpServer(() => {
     const ev = '{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"7"}}}\n';
     return "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n" +
       `${ev.length.toString(16)}\r\n${ev}\r\n`;
@@ -103,7 +54,7 @@ Deno.test("rest client: a watch outlives the request deadline, and a silent stre
 });
 
 Deno.test("rest client: the write fence refuses a write before it leaves; reads still go", async () => {
-  await using server = stallingServer(() =>
+  await using server = rawHttpServer(() =>
     "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
   );
   let remaining = 0;
@@ -125,7 +76,7 @@ Deno.test("rest client: the write fence refuses a write before it leaves; reads 
 });
 
 Deno.test("rest client: a write's deadline is capped at the fence's remaining time", async () => {
-  await using server = stallingServer(() => undefined);
+  await using server = rawHttpServer(() => undefined);
   const client = new RestKubeClient({ server: server.url }, {
     requestTimeoutMs: 60_000,
     fence: { remainingMs: () => 200 },
