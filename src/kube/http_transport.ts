@@ -41,6 +41,13 @@ export interface TransportRequest {
   readonly body?: string | undefined;
   /** Aborts the request, and the reading of its body. */
   readonly signal: AbortSignal;
+  /**
+   * Asked synchronously at the last moment before the request's bytes leave on a connection (pooled,
+   * or new once connected and past the TLS handshake); throwing refuses the request with that error
+   * and nothing of it is sent. Asked again if the request is sent on another connection. The
+   * leader's write fence ({@link guardEachSend}).
+   */
+  readonly guard?: (() => void) | undefined;
 }
 
 /** The parts of a fetch `Response` the REST client reads. */
@@ -99,6 +106,38 @@ function refuseAborted(agent: http.Agent): void {
       req.emit("close");
     });
   };
+}
+
+/**
+ * Ask `guard` at the last moment before `req`'s bytes go out, on every connection it is sent on;
+ * when it throws, `req` is destroyed with that error and nothing of it is sent.
+ *
+ * Why: a request is written to a pooled connection a tick after `request()` (right after its
+ * `socket` event), and leaves on a new one only once it is connected (and, over https, past its
+ * handshake): the pending write runs from a `connect` (`secureConnect`) listener added after ours.
+ * A guard asked when the request is made (the leader's write fence) left that time open: a leader
+ * stopped (SIGSTOP) in it and resumed after its lease was taken sent its write on resuming (seen
+ * in the real-apiserver failover test, 1 run in 15). Deno re-sends a request on a new connection
+ * when its first one closed (see {@link refuseAborted}): each `socket` event asks again.
+ *
+ * The request itself is ended as usual, right away: ending it from the `socket` event instead
+ * left Deno's pooled socket corked, and the next request on it was never sent.
+ */
+function guardEachSend(req: http.ClientRequest, guard: () => void, tls: boolean): void {
+  req.on("socket", (socket) => {
+    const check = () => {
+      if (req.destroyed) return;
+      try {
+        guard();
+      } catch (err) {
+        req.destroy(err as Error);
+      }
+    };
+    const s = socket as typeof socket & { _secureEstablished?: boolean };
+    if (s.connecting || (tls && s._secureEstablished === false)) {
+      s.once(tls ? "secureConnect" : "connect", check);
+    } else check();
+  });
 }
 
 /** An error when a response ends before its last byte. */
@@ -233,6 +272,7 @@ export class HttpTransport {
       });
       // Every error is handled (a rejection after the response is a no-op): none may go uncaught.
       req.on("error", reject);
+      if (request.guard) guardEachSend(req, request.guard, this.#https);
       req.end(request.body);
     });
   }

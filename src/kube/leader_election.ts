@@ -11,9 +11,10 @@
  * - **Mutual exclusion on the server** rests on the 409 for a stale resourceVersion on update.
  * - **A leader acts only while its lease is valid by its own clock:** its validity ends
  *   `renewDeadline` after it *sent* its last successful renewal. {@link LeaderElector.remainingMs}
- *   is the write fence the REST client asks right before every write, so a leader whose renewals
- *   hang, or that was stopped (SIGSTOP) and resumed, sends nothing once that time has passed, even
- *   before its renew loop notices. Every renewal is bounded by the remaining validity.
+ *   is the write fence the REST client's transport asks right before a write's bytes leave, so a
+ *   leader whose renewals hang, or that was stopped (SIGSTOP) and resumed, sends nothing once that
+ *   time has passed, even before its renew loop notices. Every renewal is bounded by the remaining
+ *   validity.
  * - Because `renewDeadline < leaseDuration`, the old leader's validity ends at least
  *   `leaseDuration − renewDeadline` before any other candidate can see the lease as expired: that
  *   margin absorbs a write that left just before the fence closed.

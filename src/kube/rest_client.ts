@@ -50,9 +50,10 @@ export const AUTH_REFRESH_MS = 60_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 /**
- * Asked right before a write is sent. `remainingMs()` is how long writes are still allowed
- * (leader election: until the lease validity ends); ≤ 0 refuses the write with
- * {@link NotLeaderError}. A write's deadline is capped at the remaining time.
+ * Asked when a write is called and again by the transport right before its bytes are written to a
+ * ready connection. `remainingMs()` is how long writes are still allowed (leader election: until
+ * the lease validity ends); ≤ 0 refuses the write with {@link NotLeaderError}. A write's deadline
+ * is capped at the remaining time.
  */
 export interface WriteFence {
   remainingMs(): number;
@@ -310,16 +311,21 @@ export class RestKubeClient implements KubeClient {
       };
       if (authorization) headers.authorization = authorization;
       if (body !== undefined) headers["content-type"] = opts.contentType ?? "application/json";
-      // The fence is asked synchronously right before the request leaves: nothing that awaits may
-      // come between the check and the send (a process stopped and resumed in between would
-      // otherwise act on a lease it no longer holds).
-      if (write && this.#fence && this.#fence.remainingMs() <= 0) {
-        throw new NotLeaderError(
-          `${method} ${path} refused: this process no longer holds the leader lease`,
-        );
-      }
       this.counts[verb] = (this.counts[verb] ?? 0) + 1;
-      return this.#transport.send(url, { method, headers, body, signal });
+      // The fence is asked by the transport at the last moment, synchronously before the bytes are
+      // written to a ready connection: a process stopped (SIGSTOP) and resumed after its lease
+      // ended would otherwise send a write it had decided on while it still led.
+      const fence = this.#fence;
+      const guard = write && fence
+        ? () => {
+          if (fence.remainingMs() <= 0) {
+            throw new NotLeaderError(
+              `${method} ${path} refused: this process no longer holds the leader lease`,
+            );
+          }
+        }
+        : undefined;
+      return this.#transport.send(url, { method, headers, body, signal, guard });
     };
     let response;
     try {

@@ -248,6 +248,70 @@ async function serving(): Promise<ServingCert> {
     );
   }
 
+  for (const tls of [false, true]) {
+    Deno.test(
+      name(
+        `the guard is asked when the connection is ready: closed by then, nothing is sent (${
+          tls ? "https" : "http"
+        })`,
+      ),
+      async () => {
+        // The leader's write fence: asked when the request is made, a leader stopped (SIGSTOP)
+        // before its bytes left sent them on resuming, after its lease had ended.
+        const s = serve(() => new Response("ok"), tls ? await serving() : undefined);
+        const t = make({ server: s.url, ...(tls ? { ca: (await serving()).ca } : {}) });
+        const refusal = new Error("the fence closed");
+        let open = true;
+        let asked = 0;
+        const put = (path: string) =>
+          t.send(new URL(`${s.url}${path}`), {
+            method: "PUT",
+            headers: { "content-type": "application/json" },
+            body: "{}",
+            signal: signal(),
+            guard: () => {
+              asked++;
+              if (!open) throw refusal;
+            },
+          });
+        const outcome = (p: Promise<{ body: ReadableStream<Uint8Array> }>) =>
+          p.then(
+            async (r) => `answered ${await text(r.body)}`,
+            (e) => e === refusal ? "refused" : `${e}`,
+          );
+        try {
+          // A new connection: the fence closes while it connects.
+          let sent = put("/new");
+          open = false;
+          assert.equal(await outcome(sent), "refused", "on a new connection");
+          // An open fence sends; then a pooled connection: the fence closes before the next tick.
+          open = true;
+          assert.equal(await outcome(put("/open")), "answered ok");
+          sent = put("/pooled");
+          open = false;
+          assert.equal(await outcome(sent), "refused", "on a pooled connection");
+          await new Promise((r) => setTimeout(r, 300));
+          assert.deepEqual(s.seen.map((x) => x.path), ["/open"], "only the open write was sent");
+          assert.ok(asked >= 3, `the guard was asked for each request (${asked})`);
+          open = true;
+          assert.equal(await outcome(put("/after")), "answered ok", "the pool still works");
+          assert.equal(await outcome(put("/again")), "answered ok", "on a pooled connection");
+          // The next request on that connection, unguarded, is sent too (ending a request from its
+          // socket event once left Deno's pooled socket corked: the next one was never sent).
+          const plain = await t.send(new URL(`${s.url}/plain`), {
+            method: "GET",
+            headers: {},
+            signal: signal(),
+          });
+          assert.equal(await text(plain.body), "ok", "a request after a guarded one");
+        } finally {
+          await t.close();
+          await s.close();
+        }
+      },
+    );
+  }
+
   Deno.test(name("network failures before a response are connection errors"), async () => {
     // Refused: a port nothing listens on.
     const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
