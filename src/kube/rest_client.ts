@@ -59,6 +59,15 @@ export interface WriteFence {
   remainingMs(): number;
 }
 
+/** How long `fence` still allows writes; throws {@link NotLeaderError} for `what` when it does not. */
+function leaderTimeLeft(fence: WriteFence, what: string): number {
+  const remaining = fence.remainingMs();
+  if (remaining <= 0) {
+    throw new NotLeaderError(`${what} refused: this process no longer holds the leader lease`);
+  }
+  return remaining;
+}
+
 /** Options of {@link RestKubeClient}. */
 export interface RestClientOptions {
   /** `User-Agent` header. @default "s3-csi" */
@@ -79,9 +88,6 @@ export interface ServerVersion {
   readonly [k: string]: unknown;
 }
 
-/** A response as the transport gives it. */
-type FetchResponse = TransportResponse;
-
 /** Sleep `ms` unless `signal` aborts first (then throw its reason). */
 async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
   await new Promise<void>((resolve) => {
@@ -97,7 +103,7 @@ async function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void
 }
 
 /** Read a response body as text, giving up when `signal` aborts. */
-async function readText(response: FetchResponse, signal: AbortSignal): Promise<string> {
+async function readText(response: TransportResponse, signal: AbortSignal): Promise<string> {
   if (!response.body) return "";
   signal.throwIfAborted();
   const reader = response.body.getReader();
@@ -245,8 +251,8 @@ export class RestKubeClient implements KubeClient {
   async #call<T>(
     what: string,
     opts: CallOptions & { write?: boolean; headersOnly?: boolean },
-    send: (signal: AbortSignal, creds: Credentials | undefined) => Promise<FetchResponse>,
-    read: (res: FetchResponse, signal: AbortSignal) => Promise<T>,
+    send: (signal: AbortSignal, creds: Credentials | undefined) => Promise<TransportResponse>,
+    read: (res: TransportResponse, signal: AbortSignal) => Promise<T>,
   ): Promise<T> {
     // A credential plugin may ask the user something (interactiveMode): its first run is not
     // bounded by the request's deadline. Later calls are answered from its cache.
@@ -254,13 +260,7 @@ export class RestKubeClient implements KubeClient {
       ? await this.#config.credentials.get(opts.signal)
       : undefined;
     let ms = opts.timeoutMs ?? this.#timeoutMs;
-    if (opts.write && this.#fence) {
-      const remaining = this.#fence.remainingMs();
-      if (remaining <= 0) {
-        throw new NotLeaderError(`${what} refused: this process no longer holds the leader lease`);
-      }
-      ms = Math.min(ms, remaining);
-    }
+    if (opts.write && this.#fence) ms = Math.min(ms, leaderTimeLeft(this.#fence, what));
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(new RequestTimeoutError(what, ms)), ms);
     const signal = opts.signal ? AbortSignal.any([opts.signal, deadline.signal]) : deadline.signal;
@@ -294,7 +294,7 @@ export class RestKubeClient implements KubeClient {
       /** Plugin credentials fetched for this call (a 401 fetches new ones). */
       creds: Credentials | undefined;
     },
-  ): Promise<FetchResponse> {
+  ): Promise<TransportResponse> {
     const signal = opts.signal;
     let creds = opts.creds;
     const url = new URL(this.#server + path);
@@ -317,13 +317,7 @@ export class RestKubeClient implements KubeClient {
       // ended would otherwise send a write it had decided on while it still led.
       const fence = this.#fence;
       const guard = write && fence
-        ? () => {
-          if (fence.remainingMs() <= 0) {
-            throw new NotLeaderError(
-              `${method} ${path} refused: this process no longer holds the leader lease`,
-            );
-          }
-        }
+        ? () => void leaderTimeLeft(fence, `${method} ${path}`)
         : undefined;
       return this.#transport.send(url, { method, headers, body, signal, guard });
     };
@@ -362,7 +356,7 @@ export class RestKubeClient implements KubeClient {
     return response;
   }
 
-  async #json<T>(what: string, response: FetchResponse, signal: AbortSignal): Promise<T> {
+  async #json<T>(what: string, response: TransportResponse, signal: AbortSignal): Promise<T> {
     const text = await readText(response, signal);
     let body: unknown;
     try {

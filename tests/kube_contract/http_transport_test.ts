@@ -68,6 +68,28 @@ async function serving(): Promise<ServingCert> {
   return certs;
 }
 
+/**
+ * A server answering with `handler` and a transport to it, over https when `tls`; `put` sends one
+ * JSON write (with `guard`, when given).
+ */
+async function writeTarget(
+  tls: boolean,
+  handler: (req: Request) => Response | Promise<Response>,
+) {
+  const cert = tls ? await serving() : undefined;
+  const s = serve(handler, cert);
+  const t = make({ server: s.url, ...(cert ? { ca: cert.ca } : {}) });
+  const put = (path: string, signal: AbortSignal, guard?: () => void) =>
+    t.send(new URL(`${s.url}${path}`), {
+      method: "PUT",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+      signal,
+      guard,
+    });
+  return { s, t, put };
+}
+
 {
   Deno.test(name("sends method, headers and body; passes status, headers and body"), async () => {
     const s = serve((_req, seen) =>
@@ -207,18 +229,10 @@ async function serving(): Promise<ServingCert> {
         // write landed after its deadline): the agent refuses it (refuseAborted).
         let release!: () => void;
         const released = new Promise<void>((r) => (release = r));
-        const s = serve(async (req) => {
+        const { s, t, put } = await writeTarget(tls, async (req) => {
           if (new URL(req.url).pathname === "/hang") await released;
           return new Response("ok");
-        }, tls ? await serving() : undefined);
-        const t = make({ server: s.url, ...(tls ? { ca: (await serving()).ca } : {}) });
-        const put = (path: string, signal: AbortSignal) =>
-          t.send(new URL(`${s.url}${path}`), {
-            method: "PUT",
-            headers: { "content-type": "application/json" },
-            body: "{}",
-            signal,
-          });
+        });
         try {
           // Pooled connections to reuse, then the write that hangs, aborted by its deadline.
           for (const r of await Promise.all(["/a", "/b", "/c"].map((p) => put(p, signal())))) {
@@ -258,21 +272,15 @@ async function serving(): Promise<ServingCert> {
       async () => {
         // The leader's write fence: asked when the request is made, a leader stopped (SIGSTOP)
         // before its bytes left sent them on resuming, after its lease had ended.
-        const s = serve(() => new Response("ok"), tls ? await serving() : undefined);
-        const t = make({ server: s.url, ...(tls ? { ca: (await serving()).ca } : {}) });
+        const target = await writeTarget(tls, () => new Response("ok"));
+        const { s, t } = target;
         const refusal = new Error("the fence closed");
         let open = true;
         let asked = 0;
         const put = (path: string) =>
-          t.send(new URL(`${s.url}${path}`), {
-            method: "PUT",
-            headers: { "content-type": "application/json" },
-            body: "{}",
-            signal: signal(),
-            guard: () => {
-              asked++;
-              if (!open) throw refusal;
-            },
+          target.put(path, signal(), () => {
+            asked++;
+            if (!open) throw refusal;
           });
         const outcome = (p: Promise<{ body: ReadableStream<Uint8Array> }>) =>
           p.then(
